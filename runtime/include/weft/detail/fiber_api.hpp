@@ -1,0 +1,47 @@
+// What the templates in runtime.hpp need from the runtime to create, start and join fibers.
+// A fiber and its closure live in ONE allocation: the Fiber header (private to the runtime) is
+// followed by `closure_size` bytes whose layout only the template that created it knows. The
+// template describes that storage with a ClosureOps table of plain function pointers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace weft::detail {
+
+struct Fiber;
+
+struct ClosureOps {
+  // Runs the callable and then destroys it, on the fiber's own stack. Must let FiberUnwind pass.
+  void (*run)(void* storage);
+  // Destroys the callable without running it (a fiber that never started before shutdown).
+  void (*drop)(void* storage) noexcept;
+  // Destroys what run() left behind (a Task's result) when the fiber is freed; may be null.
+  void (*release)(void* storage) noexcept;
+};
+
+// Allocates a fiber that is not yet runnable; returns it and its closure storage.
+Fiber* fiber_create(const ClosureOps* ops, std::size_t closure_size, std::size_t closure_align,
+                    void** storage);
+// Frees a fiber from fiber_create() that was never started (its closure failed to construct).
+void fiber_abandon(Fiber* f) noexcept;
+// Makes a created fiber runnable. With `joinable`, the caller keeps a reference for join().
+void fiber_start(Fiber* f, bool joinable);
+// Parks until `f` has finished (any caller: fiber or plain thread). Returns false if it was
+// unwound at shutdown instead of finishing.
+bool fiber_join(Fiber* f);
+// Drops the joiner's reference (join done, or Task destroyed unjoined).
+void fiber_release(Fiber* f) noexcept;
+void* fiber_storage(Fiber* f) noexcept;
+std::uint64_t fiber_id(const Fiber* f) noexcept;
+
+// Prints "weft: fiber <id> "<name>" ..." for an exception that escaped a go() fiber, then aborts.
+[[noreturn]] void die_uncaught_exception(const char* what) noexcept;
+
+// run() support: `body(arg)` runs as the main fiber of a fresh runtime.
+void run_runtime(const void* options, void (*body)(void*), void* arg);
+
+// blocking() support: runs job(arg) on the blocking pool while the calling fiber parks.
+void run_blocking(void (*job)(void*), void* arg);
+
+}  // namespace weft::detail

@@ -1,0 +1,94 @@
+// The one parking protocol that every weft primitive (sync, channels, netpoll) is built on.
+//
+//   park(commit, arg):  the caller (a fiber, or a plain thread) stops running. For a fiber, its
+//                       context is saved and only THEN does `commit(arg)` run, on another stack.
+//                       commit typically enqueues or publishes a Waker and releases the lock that
+//                       guards it. If commit returns false the park is abandoned and the caller
+//                       continues at once.
+//   Waker::wake():      makes the parked caller runnable again. A waker can only find the Waker
+//                       after commit published it, so it can never see a fiber that is "parked"
+//                       but still running on its stack: no wake-up is lost and none is early.
+//
+// Each park is matched by exactly one wake(). Primitives that can be woken by several sources
+// (a value and a timeout) decide the single winner under their own lock, or with a CAS.
+//
+// Shutdown: when run()'s main fiber returns, fibers still parked are resumed one by one and park()
+// throws FiberUnwind in them, so their destructors run. The primitive that called park() must
+// catch it, take its own lock, withdraw its wait record (or give back what a racing waker granted)
+// and rethrow. park() also throws FiberUnwind at entry during shutdown; the caller still holds its
+// lock then, and commit has not run.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace weft::detail {
+
+struct Fiber;
+class ThreadParker;
+
+// Thrown through a fiber's frames to unwind it at shutdown. Not a std::exception, so
+// `catch (const std::exception&)` does not swallow it; a `catch (...)` must rethrow it.
+struct FiberUnwind {};
+
+// What a parked fiber waits on; shown by dump_fibers(). `arg` refines it (an fd, a timeout).
+enum class WaitReason : std::uint8_t {
+  kNone,
+  kMutex,
+  kCondVar,
+  kWaitGroup,
+  kSemaphore,
+  kJoin,
+  kSleep,
+  kBlocking,
+  kChanRecv,
+  kChanSend,
+  kSelect,
+  kIoRead,
+  kIoWrite,
+  kForever,
+};
+const char* wait_reason_name(WaitReason r) noexcept;
+
+// Who to wake: a fiber, or a plain (non-fiber) thread blocked in park(). Trivially copyable, so
+// wait records can hold it by value.
+class Waker {
+ public:
+  Waker() = default;
+  static Waker current();  // the calling fiber, else the calling thread's parker
+  void wake() const;       // see the protocol above; callable from any thread
+  bool empty() const noexcept { return bits_ == 0; }
+  Fiber* fiber() const noexcept { return (bits_ & 1) ? nullptr : reinterpret_cast<Fiber*>(bits_); }
+  friend bool operator==(Waker a, Waker b) noexcept { return a.bits_ == b.bits_; }
+
+ private:
+  explicit Waker(std::uintptr_t bits) : bits_(bits) {}
+  std::uintptr_t bits_ = 0;  // Fiber*, or ThreadParker* | 1
+};
+
+using CommitFn = bool (*)(void* arg);
+void park(CommitFn commit, void* arg, WaitReason reason, std::int64_t reason_arg = -1);
+
+// True when called from a fiber of a running runtime.
+bool in_fiber() noexcept;
+// Throws std::logic_error("weft: <what> needs a fiber ...") outside a fiber.
+void require_fiber(const char* what);
+
+// Monotonic clock (steady_clock) in nanoseconds.
+std::int64_t now_ns() noexcept;
+
+// A one-shot timer on the runtime's timer heap. The record lives in the caller's memory (usually a
+// parked fiber's frame) and must stay alive until it fired or timer_cancel() returned.
+struct Timer {
+  std::int64_t when_ns = 0;
+  void (*fire)(Timer*) = nullptr;  // runs on a worker, outside any fiber; must not block or park
+  std::int32_t heap_index = -1;    // position in the heap, -1 when not armed; heap lock
+  std::atomic<bool> firing{false};  // set (under the heap lock) while `fire` runs
+};
+// Arms `t`. Requires a running runtime (throws std::logic_error otherwise).
+void timer_add(Timer* t);
+// Disarms `t`. Returns true if it was still pending (it will never fire); false if it already
+// fired; if it is firing right now, waits until `fire` has returned.
+bool timer_cancel(Timer* t) noexcept;
+
+}  // namespace weft::detail

@@ -1,0 +1,44 @@
+// The poller interface: the scheduler's idle hook (Go's netpoll). When a worker has nothing to
+// run it calls poll() with the time until the earliest timer; the poller blocks until an I/O
+// event, wakeup() or that timeout, and returns the fibers it made runnable. The poller never
+// touches run queues: the scheduler places what it returns. At most one worker is inside a
+// blocking poll() at a time; wakeup() interrupts it when new work or an earlier timer appears.
+// netpoll installs an epoll poller; the runtime's default just sleeps on a condition variable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace weft::detail {
+
+struct Fiber;
+
+// An intrusive singly linked list of fibers (through Fiber::next), owned by whoever holds it.
+struct FiberList {
+  Fiber* head = nullptr;
+  Fiber* tail = nullptr;
+  std::size_t size = 0;
+  void push(Fiber* f) noexcept;
+  Fiber* pop() noexcept;
+  bool empty() const noexcept { return head == nullptr; }
+};
+
+class Poller {
+ public:
+  virtual ~Poller() = default;
+  // timeout_ns: -1 waits without limit, 0 only collects what is ready now.
+  virtual void poll(std::int64_t timeout_ns, FiberList& ready) = 0;
+  // Makes a concurrent or the next blocking poll() return soon. Any thread; async-safe enough to
+  // call with scheduler locks held.
+  virtual void wakeup() noexcept = 0;
+  // Fibers parked on the poller right now. While this is non-zero, a future event may wake a
+  // fiber, so deadlock detection stays quiet.
+  virtual std::size_t waiters() const noexcept = 0;
+};
+
+// The poller run() installs for its runtime; null restores the default condvar poller.
+using PollerFactory = std::unique_ptr<Poller> (*)();
+void set_poller_factory(PollerFactory factory) noexcept;
+
+}  // namespace weft::detail

@@ -1,0 +1,308 @@
+// weft runtime: stackful fibers on an M:N work-stealing scheduler.
+//
+//   weft::run([] {
+//     auto t = weft::spawn([] { return 6 * 7; });
+//     weft::go([] { weft::this_fiber::sleep_for(std::chrono::milliseconds(1)); });
+//     return t.join();
+//   });
+//
+// See README.md for the model and ../design/api.md for the contract. Everything under
+// weft::detail is private to weft and may change without notice.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "weft/detail/fiber_api.hpp"
+#include "weft/detail/park.hpp"
+#include "weft/sync.hpp"
+
+namespace weft {
+
+struct Options {
+  // Kernel threads that run fibers (Go's GOMAXPROCS). 0: $WEFT_WORKERS, else
+  // std::thread::hardware_concurrency().
+  unsigned workers = 0;
+  // Bytes per fiber stack, rounded up to whole pages. $WEFT_STACK_SIZE (e.g. "128K", "1M")
+  // overrides this default when it is left at 64 KiB.
+  std::size_t stack_size = 64 * 1024;
+  // A guard page under every stack: an overflow aborts with a report naming the fiber.
+  bool guard_pages = true;
+  // Go's "all goroutines are asleep - deadlock!": abort with a fiber dump when every fiber is
+  // parked and nothing (timer, I/O, blocking() job, outside thread) could ever wake one.
+  bool detect_deadlock = true;
+  // Report (once) a fiber that holds its worker longer than this without yielding; 0 disables.
+  std::chrono::milliseconds watchdog_threshold{50};
+  // Upper bound on blocking() pool threads; more concurrent jobs queue.
+  unsigned max_blocking_threads = 64;
+  // Path for the stack profile; empty: $WEFT_STACK_PROFILE, else off.
+  const char* stack_profile = nullptr;
+};
+
+namespace detail {
+
+template <class R>
+using StoredResult =
+    std::conditional_t<std::is_reference_v<R>,
+                       std::reference_wrapper<std::remove_reference_t<R>>, R>;
+
+// The outcome of a fiber's callable: nothing yet, a value, or an exception.
+template <class R>
+class Outcome {
+ public:
+  template <class F>
+  void capture(F& f) {
+    try {
+      if constexpr (std::is_void_v<R>) {
+        std::invoke(f);
+        value_.template emplace<1>();
+      } else {
+        value_.template emplace<1>(std::invoke(f));
+      }
+    } catch (const FiberUnwind&) {
+      throw;
+    } catch (...) {
+      value_.template emplace<2>(std::current_exception());
+    }
+  }
+  bool ready() const noexcept { return value_.index() != 0; }
+  R take() {
+    if (value_.index() == 2) std::rethrow_exception(std::get<2>(value_));
+    if constexpr (std::is_void_v<R>) {
+      return;
+    } else if constexpr (std::is_reference_v<R>) {
+      return std::get<1>(value_).get();
+    } else {
+      return std::move(std::get<1>(value_));
+    }
+  }
+  std::exception_ptr exception() const {
+    return value_.index() == 2 ? std::get<2>(value_) : nullptr;
+  }
+
+ private:
+  using Value = std::conditional_t<std::is_void_v<R>, std::monostate, StoredResult<R>>;
+  std::variant<std::monostate, Value, std::exception_ptr> value_;
+};
+
+// Closure of a go() fiber: the decay-copied callable and arguments.
+template <class Fn, class... Args>
+struct GoClosure {
+  Fn fn;
+  std::tuple<Args...> args;
+
+  static void run(void* p) {
+    auto* self = static_cast<GoClosure*>(p);
+    struct Destroy {
+      GoClosure* c;
+      ~Destroy() { c->~GoClosure(); }
+    } destroy{self};
+    try {
+      std::apply(std::move(self->fn), std::move(self->args));
+    } catch (const FiberUnwind&) {
+      throw;
+    } catch (const std::exception& e) {
+      die_uncaught_exception(e.what());
+    } catch (...) {
+      die_uncaught_exception("(an exception not derived from std::exception)");
+    }
+  }
+  static void drop(void* p) noexcept { static_cast<GoClosure*>(p)->~GoClosure(); }
+  static constexpr ClosureOps ops{&run, &drop, nullptr};
+};
+
+// Closure of a spawn() fiber: the callable until it ran, then its outcome until the Task reads it.
+template <class F>
+struct TaskClosure {
+  using R = std::invoke_result_t<F&>;
+  std::optional<F> fn;
+  Outcome<R> outcome;
+
+  static void run(void* p) {
+    auto* self = static_cast<TaskClosure*>(p);
+    struct Reset {
+      std::optional<F>& fn;
+      ~Reset() { fn.reset(); }
+    } reset{self->fn};
+    self->outcome.capture(*self->fn);
+  }
+  static void drop(void* p) noexcept { static_cast<TaskClosure*>(p)->fn.reset(); }
+  static void release(void* p) noexcept { static_cast<TaskClosure*>(p)->~TaskClosure(); }
+  static constexpr ClosureOps ops{&run, &drop, &release};
+};
+
+template <class Closure, class... CtorArgs>
+Fiber* make_fiber(CtorArgs&&... args) {
+  void* storage = nullptr;
+  Fiber* f = fiber_create(&Closure::ops, sizeof(Closure), alignof(Closure), &storage);
+  try {
+    ::new (storage) Closure{std::forward<CtorArgs>(args)...};
+  } catch (...) {
+    fiber_abandon(f);
+    throw;
+  }
+  return f;
+}
+
+}  // namespace detail
+
+// Starts a runtime, runs `main` as its first fiber and returns what it returns (or rethrows its
+// exception). When main returns, every fiber still alive is unwound, the workers stop and run()
+// returns; it may be called again. Throws std::logic_error if a runtime is already running.
+template <class F>
+auto run(F&& main, Options opts = {}) -> std::invoke_result_t<F&> {
+  using R = std::invoke_result_t<F&>;
+  struct Body {
+    F& fn;
+    detail::Outcome<R> outcome;
+    static void invoke(void* p) {
+      auto* b = static_cast<Body*>(p);
+      b->outcome.capture(b->fn);
+    }
+  } body{main, {}};
+  detail::run_runtime(&opts, &Body::invoke, &body);
+  if (!body.outcome.ready())
+    throw std::logic_error("weft::run: the main fiber was unwound before it returned");
+  return body.outcome.take();
+}
+
+// Go's `go f(args...)`: a detached fiber. Arguments are decay-copied or moved, as by std::thread.
+// An exception escaping it prints the fiber's id, name and what() and aborts (a Go panic).
+template <class F, class... Args>
+void go(F&& f, Args&&... args) {
+  using Closure = detail::GoClosure<std::decay_t<F>, std::decay_t<Args>...>;
+  detail::Fiber* fiber = detail::make_fiber<Closure>(
+      std::forward<F>(f), std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...));
+  detail::fiber_start(fiber, false);
+}
+
+// A joinable fiber. Move-only. join() parks the caller until the fiber finished and returns its
+// value or rethrows its exception. Destroying an unjoined Task detaches the fiber.
+template <class T>
+class Task {
+ public:
+  Task() = default;
+  Task(Task&& o) noexcept : fiber_(std::exchange(o.fiber_, nullptr)), outcome_(o.outcome_) {}
+  Task& operator=(Task&& o) noexcept {
+    if (this != &o) {
+      detach();
+      fiber_ = std::exchange(o.fiber_, nullptr);
+      outcome_ = o.outcome_;
+    }
+    return *this;
+  }
+  Task(const Task&) = delete;
+  Task& operator=(const Task&) = delete;
+  ~Task() { detach(); }
+
+  bool joinable() const noexcept { return fiber_ != nullptr; }
+  std::uint64_t id() const noexcept { return fiber_ ? detail::fiber_id(fiber_) : 0; }
+
+  T join() {
+    if (!fiber_) throw std::logic_error("weft::Task::join: task is not joinable (already joined, "
+                                        "moved from, or default-constructed)");
+    detail::Fiber* f = fiber_;
+    if (!detail::fiber_join(f)) {
+      throw std::logic_error("weft::Task::join: the task's fiber was unwound at shutdown");
+    }
+    fiber_ = nullptr;
+    struct Release {
+      detail::Fiber* f;
+      ~Release() { detail::fiber_release(f); }
+    } release{f};
+    return outcome_->take();
+  }
+
+ private:
+  template <class F>
+  friend auto spawn(F&& f) -> Task<std::invoke_result_t<F&>>;
+  Task(detail::Fiber* f, detail::Outcome<T>* o) : fiber_(f), outcome_(o) {}
+  void detach() noexcept {
+    // Like std::thread::detach: the fiber runs on; its result (or exception) is discarded.
+    if (fiber_) detail::fiber_release(std::exchange(fiber_, nullptr));
+  }
+  detail::Fiber* fiber_ = nullptr;
+  detail::Outcome<T>* outcome_ = nullptr;
+};
+
+template <class F>
+auto spawn(F&& f) -> Task<std::invoke_result_t<F&>> {
+  using Closure = detail::TaskClosure<std::decay_t<F>>;
+  void* storage = nullptr;
+  detail::Fiber* fiber =
+      detail::fiber_create(&Closure::ops, sizeof(Closure), alignof(Closure), &storage);
+  Closure* c;
+  try {
+    c = ::new (storage) Closure{std::optional<std::decay_t<F>>(std::forward<F>(f)), {}};
+  } catch (...) {
+    detail::fiber_abandon(fiber);
+    throw;
+  }
+  detail::fiber_start(fiber, true);
+  return Task<std::invoke_result_t<F&>>(fiber, &c->outcome);
+}
+
+namespace this_fiber {
+// Lets other runnable fibers run; the caller goes to the back of its worker's queue.
+void yield();
+void sleep_for(std::chrono::nanoseconds d);
+void sleep_until(std::chrono::steady_clock::time_point t);
+// Unique per fiber for the life of the process; 0 outside a fiber.
+std::uint64_t id() noexcept;
+// Shown in fiber dumps, watchdog reports and stack profiles.
+void set_name(std::string_view name);
+}  // namespace this_fiber
+
+// Runs a blocking call on a thread pool kept apart from the workers; the calling fiber parks and
+// its worker runs other fibers meanwhile. Outside a fiber it simply calls f.
+template <class F>
+auto blocking(F&& f) -> std::invoke_result_t<F&> {
+  using R = std::invoke_result_t<F&>;
+  if (!detail::in_fiber()) return std::invoke(f);
+  struct Job {
+    F& fn;
+    detail::Outcome<R> outcome;
+    static void invoke(void* p) {
+      auto* j = static_cast<Job*>(p);
+      j->outcome.capture(j->fn);
+    }
+  } job{f, {}};
+  detail::run_blocking(&Job::invoke, &job);
+  return job.outcome.take();
+}
+
+// Counters since run() started. Cheap: it sums per-worker counters, takes no lock.
+struct Stats {
+  std::uint64_t fibers_alive = 0;    // created and not yet finished (queued, running or parked)
+  std::uint64_t fibers_spawned = 0;  // go() + spawn() + the main fiber
+  std::uint64_t switches = 0;        // context switches into fibers
+  std::uint64_t steals = 0;          // fibers taken from another worker's queue
+  std::uint64_t parks = 0;           // park() calls that parked a fiber
+  std::uint64_t workers = 0;         // kernel threads running fibers
+  std::uint64_t stacks_in_use = 0;   // stacks held by started, unfinished fibers
+  std::uint64_t stacks_cached = 0;   // freed stacks kept for reuse (trimmed ones included)
+  std::uint64_t stack_bytes_reserved = 0;  // address space reserved for stacks
+  std::uint64_t timers_fired = 0;
+  std::uint64_t blocking_jobs = 0;     // blocking() calls completed
+  std::uint64_t blocking_threads = 0;  // blocking pool threads alive now
+  std::uint64_t watchdog_reports = 0;  // fibers reported for holding a worker too long
+};
+Stats stats();
+
+// Writes one line per fiber: id, name, state, what it waits on and for how long, stack used/size.
+void dump_fibers(std::ostream& out);
+
+}  // namespace weft

@@ -1,0 +1,52 @@
+// BlockingPool: kernel threads, kept apart from the workers, that run blocking() jobs. The
+// submitting fiber parks; the pool thread runs the job, then wakes the fiber. Threads start on
+// demand up to a bound and leave after sitting idle, so a quiet runtime holds none.
+// `inflight_` counts jobs from submission until their fiber was woken: deadlock detection and
+// shutdown read it (a fiber waiting on a job can still be woken).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "weft/detail/park.hpp"
+
+namespace weft::detail {
+
+class BlockingPool {
+ public:
+  struct Job {
+    void (*fn)(void*);
+    void* arg;
+    Waker waker;
+  };
+
+  explicit BlockingPool(unsigned max_threads) : max_threads_(max_threads ? max_threads : 1) {}
+  ~BlockingPool();  // waits for running jobs, then stops every thread
+
+  void submit(Job* job);
+  std::uint64_t inflight() const noexcept { return inflight_.load(std::memory_order_acquire); }
+  std::uint64_t completed() const noexcept { return completed_.load(std::memory_order_relaxed); }
+  std::uint64_t threads() const noexcept { return threads_alive_.load(std::memory_order_relaxed); }
+
+ private:
+  void thread_main();
+
+  const unsigned max_threads_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable exited_cv_;
+  std::deque<Job*> queue_;  // mu_
+  unsigned idle_ = 0;       // mu_
+  unsigned alive_ = 0;      // mu_
+  bool stop_ = false;       // mu_
+  std::atomic<std::uint64_t> inflight_{0};
+  std::atomic<std::uint64_t> completed_{0};
+  std::atomic<std::uint64_t> threads_alive_{0};
+};
+
+}  // namespace weft::detail

@@ -1,0 +1,204 @@
+// Context switching: the only code that jumps between stacks. Design in scheduler.hpp.
+//
+// Every jump is bracketed for the sanitizers (ASan fake stacks, TSan fibers) and carries the
+// per-fiber copies of thread state that would otherwise leak between fibers sharing a kernel
+// thread: errno and libstdc++'s exception globals (the stack of caught exceptions and the
+// uncaught count). Without the latter, a fiber that parks inside a catch block corrupts the
+// caught-exception stack of the next fiber that throws on that thread.
+#include <boost/context/detail/fcontext.hpp>
+
+#include <cerrno>
+
+#include "registry.hpp"
+#include "scheduler.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace __cxxabiv1 {
+struct __cxa_eh_globals;
+extern "C" __cxa_eh_globals* __cxa_get_globals() noexcept;
+}  // namespace __cxxabiv1
+
+namespace weft::detail {
+namespace {
+
+using boost::context::detail::jump_fcontext;
+using boost::context::detail::make_fcontext;
+using boost::context::detail::transfer_t;
+
+// libstdc++'s layout (libsupc++/unwind-cxx.h); stable ABI since GCC 3.
+struct EhGlobals {
+  void* caught;
+  unsigned int uncaught;
+};
+
+__attribute__((noinline)) EhGlobals* eh_globals() noexcept {
+  return reinterpret_cast<EhGlobals*>(__cxxabiv1::__cxa_get_globals());
+}
+
+// Not inlined, so the compiler cannot reuse a thread's errno/eh addresses after a switch.
+__attribute__((noinline)) void save_thread_state(Fiber* f) noexcept {
+  if (!f) return;
+  f->saved_errno = errno;
+  EhGlobals* g = eh_globals();
+  f->eh_caught = g->caught;
+  f->eh_uncaught = g->uncaught;
+}
+
+__attribute__((noinline)) void restore_thread_state(Fiber* f) noexcept {
+  EhGlobals* g = eh_globals();
+  if (f) {
+    errno = f->saved_errno;
+    g->caught = f->eh_caught;
+    g->uncaught = f->eh_uncaught;
+  } else {
+    // The scheduler context never holds exceptions across a switch.
+    g->caught = nullptr;
+    g->uncaught = 0;
+  }
+}
+
+inline void sanitizer_before_jump(Worker& w, Fiber* from, Fiber* to, bool from_exits) {
+#if defined(__SANITIZE_ADDRESS__)
+  void** save = from_exits ? nullptr : (from ? &from->asan_fake_stack : &w.sched_fake_stack);
+  if (to) {
+    __sanitizer_start_switch_fiber(save, to->stack, w.rt->stacks().stack_size());
+  } else {
+    __sanitizer_start_switch_fiber(save, w.thread_stack_bottom, w.thread_stack_size);
+  }
+#else
+  (void)from_exits;
+#endif
+#if defined(__SANITIZE_THREAD__)
+  __tsan_switch_to_fiber(to ? to->tsan_fiber : w.tsan_sched_fiber, 0);
+#endif
+  (void)w;
+  (void)from;
+  (void)to;
+}
+
+inline void sanitizer_after_jump(Worker& w) {
+#if defined(__SANITIZE_ADDRESS__)
+  Fiber* me = w.current;
+  const void* old_bottom = nullptr;
+  std::size_t old_size = 0;
+  __sanitizer_finish_switch_fiber(me ? me->asan_fake_stack : w.sched_fake_stack, &old_bottom,
+                                  &old_size);
+  if (!w.thread_stack_bottom && !w.pending.from) {
+    // First switch out of the scheduler context: ASan tells us the thread's stack bounds.
+    w.thread_stack_bottom = old_bottom;
+    w.thread_stack_size = old_size;
+  }
+#else
+  (void)w;
+#endif
+}
+
+void fiber_trampoline(transfer_t t) {
+  after_switch(t.fctx);
+  Worker* w = current_worker();
+  Fiber* self = w->current;
+  try {
+    self->ops->run(self->storage());
+  } catch (const FiberUnwind&) {
+    self->unwound = true;
+  }
+  w = current_worker();  // the fiber may have migrated
+  exit_current_fiber(*w);
+}
+
+}  // namespace
+
+void prepare_first_run(Worker& w, Fiber* f) {
+  StackPool& pool = w.rt->stacks();
+  f->stack = pool.acquire(w.stacks);
+  w.stacks_in_use.fetch_add(1, std::memory_order_relaxed);
+  f->ctx = make_fcontext(f->stack + pool.stack_size(), pool.stack_size(), &fiber_trampoline);
+#if defined(__SANITIZE_THREAD__)
+  f->tsan_fiber = __tsan_create_fiber(0);
+#endif
+}
+
+void switch_to(Worker& w, Fiber* next) {
+  Fiber* from = w.current;
+  const bool exiting = w.pending.kind == Pending::kExit;
+  if (!exiting) save_thread_state(from);
+  fcontext_t target;
+  if (next) {
+    if (!next->ctx) prepare_first_run(w, next);
+    next->state.store(FiberState::kRunning, std::memory_order_relaxed);
+    target = next->ctx;
+    w.switches.store(w.switches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else {
+    target = w.sched_ctx;
+  }
+  w.current = next;
+  w.running.store(next, std::memory_order_relaxed);
+  sanitizer_before_jump(w, from, next, exiting);
+  transfer_t t = jump_fcontext(target, nullptr);
+  after_switch(t.fctx);
+}
+
+void resume_from_scheduler(Worker& w, Fiber* f) {
+  w.pending = Pending{Pending::kNone, nullptr, nullptr, nullptr};
+  switch_to(w, f);
+}
+
+void after_switch(void* from_ctx) {
+  Worker& w = *current_worker();
+  sanitizer_after_jump(w);
+  const Pending p = w.pending;
+  w.pending.kind = Pending::kNone;
+  if (p.from) {
+    p.from->ctx = from_ctx;
+  } else {
+    w.sched_ctx = from_ctx;
+  }
+  switch (p.kind) {
+    case Pending::kNone:
+      break;
+    case Pending::kYield:
+      p.from->state.store(FiberState::kRunnable, std::memory_order_relaxed);
+      w.rt->push_local(w, p.from);
+      break;
+    case Pending::kPark:
+      p.from->state.store(FiberState::kParked, std::memory_order_release);
+      if (!p.commit(p.arg)) {
+        // The park was called off: nobody else knows the fiber, so it is ours to requeue.
+        FiberState expected = FiberState::kParked;
+        if (p.from->state.compare_exchange_strong(expected, FiberState::kRunnable)) {
+          w.rt->push_local(w, p.from);
+        }
+      }
+      break;
+    case Pending::kExit: {
+      Fiber* f = p.from;
+      w.rt->stacks().release(w.stacks, f->stack);
+      w.stacks_in_use.fetch_sub(1, std::memory_order_relaxed);
+      f->stack = nullptr;
+#if defined(__SANITIZE_THREAD__)
+      __tsan_destroy_fiber(f->tsan_fiber);
+      f->tsan_fiber = nullptr;
+#endif
+      fiber_release(f);
+      break;
+    }
+  }
+  restore_thread_state(w.current);
+}
+
+void exit_current_fiber(Worker& w) {
+  Fiber* self = w.current;
+  fiber_finished_bookkeeping(w, self);
+  Worker& w2 = *current_worker();
+  w2.pending = Pending{Pending::kExit, self, nullptr, nullptr};
+  switch_to(w2, w2.rt->pick_local(w2));
+  __builtin_unreachable();
+}
+
+}  // namespace weft::detail

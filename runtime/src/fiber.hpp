@@ -1,0 +1,70 @@
+// Fiber: one allocation holding the runtime's header followed by the closure storage.
+//
+// Ownership and who may touch what:
+//  - `ctx`, `stack`, `eh_*`, `saved_errno`, sanitizer fields: only the worker that is switching
+//    this fiber in or out (the fiber is Running there, or being parked by it).
+//  - `next`: whoever holds the fiber in a queue (run queue ring slots do not use it; the global
+//    queue and ready lists do). A fiber is in at most one queue.
+//  - `state`: atomic; transitions below. ready() wins a parked fiber with a CAS, so a shutdown
+//    unwind and a racing wake cannot both resume it.
+//  - `reg_prev/reg_next`, `name`: the registry shard lock (registry.cpp).
+//  - `join_word`: atomic handshake between the finishing fiber and one joiner (fiber.cpp).
+//  - `refs`: 1 for the running fiber + 1 for a Task handle; the last release frees the memory.
+//  - wait_* fields: written by the fiber itself before it parks, read racily by dumps.
+#pragma once
+
+#include <boost/context/detail/fcontext.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "weft/detail/fiber_api.hpp"
+#include "weft/detail/park.hpp"
+
+namespace weft::detail {
+
+using boost::context::detail::fcontext_t;
+
+//   Created --start--> Runnable --switch in--> Running --park--> Parked --ready--> Runnable
+//                                                 |  \--yield--> Runnable
+//                                                 \--finish--> Done
+enum class FiberState : std::uint8_t { kCreated, kRunnable, kRunning, kParked, kDone };
+const char* fiber_state_name(FiberState s) noexcept;
+
+struct Fiber {
+  fcontext_t ctx = nullptr;  // saved context; null until the fiber first runs
+  Fiber* next = nullptr;     // intrusive link for the global queue and ready lists
+  char* stack = nullptr;     // lowest usable byte of its stack; null until it first runs
+  const ClosureOps* ops = nullptr;
+  std::uint64_t id = 0;
+  std::atomic<FiberState> state{FiberState::kCreated};
+  std::uint8_t unwind_requests = 0;  // times shutdown resumed it to throw FiberUnwind
+  bool is_main = false;       // run()'s main fiber: its end starts shutdown
+  bool unwound = false;       // it ended by FiberUnwind rather than by returning
+  WaitReason wait_reason = WaitReason::kNone;
+  std::atomic<std::uint32_t> refs{1};
+  std::atomic<std::uintptr_t> join_word{0};  // 0 running, 1 done, else a joiner's WaitNode*
+  Fiber* reg_prev = nullptr;
+  Fiber* reg_next = nullptr;
+  std::string* name = nullptr;  // allocated by set_name only
+  std::int64_t wait_arg = -1;
+  std::int64_t parked_at_ns = 0;
+  // Per-fiber copies of thread state that the compiler and libstdc++ keep per kernel thread.
+  void* eh_caught = nullptr;          // __cxa_eh_globals::caughtExceptions
+  unsigned int eh_uncaught = 0;       // __cxa_eh_globals::uncaughtExceptions
+  int saved_errno = 0;
+#if defined(__SANITIZE_ADDRESS__)
+  void* asan_fake_stack = nullptr;
+#endif
+#if defined(__SANITIZE_THREAD__)
+  void* tsan_fiber = nullptr;
+#endif
+
+  void* storage() noexcept { return reinterpret_cast<char*>(this) + storage_offset; }
+  std::uint32_t storage_offset = 0;  // closure storage starts here, aligned for the closure
+  std::uint32_t alloc_align = 0;     // alignment the allocation was made with
+};
+
+}  // namespace weft::detail

@@ -1,0 +1,134 @@
+// Monitor thread; design in monitor.hpp.
+#include "monitor.hpp"
+
+#include <dirent.h>
+#include <pthread.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "registry.hpp"
+#include "scheduler.hpp"
+#include "thread_parker.hpp"
+
+namespace weft::detail {
+namespace {
+constexpr std::int64_t kMs = 1000000;
+constexpr std::int64_t kTrimEvery = 100 * kMs;
+}  // namespace
+
+Monitor::Monitor(Runtime& rt) : rt_(rt) {
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "weft-monitor");
+    loop();
+  });
+}
+
+Monitor::~Monitor() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void Monitor::loop() {
+  const std::int64_t threshold = rt_.options().watchdog_threshold.count() * kMs;
+  std::int64_t tick = 10 * kMs;
+  if (threshold > 0 && threshold / 5 < tick) tick = std::max<std::int64_t>(threshold / 5, kMs);
+  std::int64_t last_trim = 0;
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::nanoseconds(tick));
+    if (stop_) break;
+    lock.unlock();
+    const std::int64_t now = now_ns();
+    rt_.set_coarse_now(now);
+    if (threshold > 0) check_watchdog(now);
+    if (rt_.options().detect_deadlock && check_deadlock()) {
+      std::fprintf(stderr, "weft: all fibers are asleep - deadlock!\n\n");
+      std::fflush(stderr);
+      rt_.registry().dump(std::cerr, rt_.stacks().stack_size(), now);
+      std::cerr.flush();
+      std::abort();
+    }
+    if (now - last_trim >= kTrimEvery) {
+      rt_.stacks().trim();
+      last_trim = now;
+    }
+    lock.lock();
+  }
+}
+
+void Monitor::check_watchdog(std::int64_t now) {
+  const std::int64_t threshold = rt_.options().watchdog_threshold.count() * kMs;
+  for (unsigned i = 0; i < rt_.nworkers(); ++i) {
+    Worker& w = rt_.worker(i);
+    const std::uint64_t seq = w.switches.load(std::memory_order_relaxed);
+    Fiber* f = w.running.load(std::memory_order_relaxed);
+    if (!f || seq != w.mon_seen_seq) {
+      w.mon_seen_seq = seq;
+      w.mon_stuck_since = now;
+      if (w.stuck.load(std::memory_order_relaxed)) w.stuck.store(false, std::memory_order_relaxed);
+      continue;
+    }
+    if (now - w.mon_stuck_since < threshold || w.mon_reported_seq == seq) continue;
+    w.mon_reported_seq = seq;
+    w.stuck.store(true, std::memory_order_relaxed);
+    reports_.fetch_add(1, std::memory_order_relaxed);
+    const std::string name = rt_.registry().name_of(f);
+    std::fprintf(stderr,
+                 "weft: watchdog: fiber %llu \"%s\" has held worker %u for %lld ms without "
+                 "yielding (a CPU-bound loop or a blocking call?); other workers take over its "
+                 "queue. Wrap blocking calls in weft::blocking() or yield in long loops.\n",
+                 static_cast<unsigned long long>(f->id), name.c_str(), i,
+                 static_cast<long long>((now - w.mon_stuck_since) / kMs));
+    rt_.wake_idle_worker();
+  }
+}
+
+bool Monitor::outside_threads_may_wake() {
+  // Threads that are not weft's own could send on a channel or signal a WaitGroup at any time,
+  // unless they are themselves blocked in a weft primitive.
+  long foreign = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name.rfind("weft-", 0) != 0) ++foreign;
+    }
+    closedir(d);
+  }
+  return foreign > foreign_threads_blocked();
+}
+
+bool Monitor::check_deadlock() {
+  if (!rt_.quiescent()) {
+    quiet_checks_ = 0;
+    return false;
+  }
+  std::uint64_t switches = 0;
+  for (unsigned i = 0; i < rt_.nworkers(); ++i) {
+    switches += rt_.worker(i).switches.load(std::memory_order_relaxed);
+  }
+  if (switches != quiet_switches_) {
+    quiet_switches_ = switches;
+    quiet_checks_ = 1;
+    return false;
+  }
+  if (++quiet_checks_ < 3) return false;
+  if (outside_threads_may_wake()) {
+    quiet_checks_ = 0;
+    return false;
+  }
+  return rt_.quiescent() && rt_.stats().fibers_alive > 0;
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,45 @@
+// Monitor: one background thread per runtime (Go's sysmon) that
+//  - keeps the coarse clock used for dump timestamps,
+//  - reports, once, a fiber that holds its worker longer than Options::watchdog_threshold and
+//    marks that worker stuck so idle workers steal everything queued behind it,
+//  - detects deadlock as Go does: every worker idle, nothing queued, no timer, no blocking() job,
+//    nothing parked on the poller, no outside thread that could still wake a fiber, for two
+//    consecutive checks with no switch in between; then prints the dump and aborts,
+//  - trims the shared stack pool so RSS follows the live fibers.
+// It never runs fibers and never touches run queues; it reads per-worker counters (relaxed).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace weft::detail {
+
+class Runtime;
+
+class Monitor {
+ public:
+  explicit Monitor(Runtime& rt);
+  ~Monitor();
+  std::uint64_t reports() const noexcept { return reports_.load(std::memory_order_relaxed); }
+
+ private:
+  void loop();
+  void check_watchdog(std::int64_t now);
+  bool check_deadlock();
+  static bool outside_threads_may_wake();
+
+  Runtime& rt_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;  // mu_
+  std::atomic<std::uint64_t> reports_{0};
+  std::uint64_t quiet_switches_ = ~0ull;
+  int quiet_checks_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace weft::detail

@@ -1,0 +1,102 @@
+// Fiber registry and the fiber dump; design in registry.hpp.
+#include "registry.hpp"
+
+#include <mutex>
+#include <vector>
+
+namespace weft::detail {
+
+void Registry::add(Fiber* f) noexcept {
+  Shard& s = shard_of(f);
+  std::lock_guard lock(s.lock);
+  f->reg_prev = nullptr;
+  f->reg_next = s.head;
+  if (s.head) s.head->reg_prev = f;
+  s.head = f;
+}
+
+void Registry::remove(Fiber* f) noexcept {
+  Shard& s = shard_of(f);
+  std::lock_guard lock(s.lock);
+  (f->reg_prev ? f->reg_prev->reg_next : s.head) = f->reg_next;
+  if (f->reg_next) f->reg_next->reg_prev = f->reg_prev;
+  f->reg_prev = f->reg_next = nullptr;
+}
+
+void Registry::set_name(Fiber* f, std::string name) {
+  auto* fresh = new std::string(std::move(name));
+  std::string* old;
+  {
+    std::lock_guard lock(shard_of(f).lock);
+    old = f->name;
+    f->name = fresh;
+  }
+  delete old;
+}
+
+std::string Registry::name_of(const Fiber* f) {
+  std::lock_guard lock(shard_of(f).lock);
+  return f->name ? *f->name : std::string();
+}
+
+void Registry::for_each(const std::function<void(Fiber*)>& fn) {
+  for (Shard& s : shards_) {
+    std::lock_guard lock(s.lock);
+    for (Fiber* f = s.head; f; f = f->reg_next) fn(f);
+  }
+}
+
+void Registry::dump(std::ostream& out, std::size_t stack_size, std::int64_t now_ns) {
+  struct Row {
+    std::uint64_t id;
+    std::string name;
+    FiberState state;
+    WaitReason reason;
+    std::int64_t arg;
+    std::int64_t waited_ns;
+    std::size_t used;
+  };
+  std::vector<Row> rows;
+  for_each([&](Fiber* f) {
+    const FiberState st = f->state.load(std::memory_order_acquire);
+    std::size_t used = 0;
+    if (f->stack && f->ctx && st != FiberState::kRunning) {
+      // The saved context sits at the stack pointer: everything above it is in use.
+      used = static_cast<std::size_t>(f->stack + stack_size - static_cast<char*>(f->ctx));
+    }
+    rows.push_back(Row{f->id, f->name ? *f->name : std::string(), st, f->wait_reason, f->wait_arg,
+                       st == FiberState::kParked ? now_ns - f->parked_at_ns : 0, used});
+  });
+  out << "weft: " << rows.size() << " fibers\n";
+  for (const Row& r : rows) {
+    out << "fiber " << r.id;
+    if (!r.name.empty()) out << " \"" << r.name << "\"";
+    out << " [" << fiber_state_name(r.state);
+    if (r.state == FiberState::kParked) {
+      out << ": " << wait_reason_name(r.reason);
+      if (r.arg >= 0) {
+        if (r.reason == WaitReason::kIoRead || r.reason == WaitReason::kIoWrite) {
+          out << " fd " << r.arg;
+        } else if (r.reason == WaitReason::kJoin) {
+          out << " fiber " << r.arg;
+        }
+      }
+      out << ", " << r.waited_ns / 1000000 << " ms";
+    }
+    out << "] stack ";
+    if (r.state == FiberState::kCreated || r.state == FiberState::kRunnable) {
+      if (r.used == 0) {
+        out << "not yet taken";
+      } else {
+        out << r.used << "/" << stack_size << " B";
+      }
+    } else if (r.state == FiberState::kRunning) {
+      out << "in use/" << stack_size << " B";
+    } else {
+      out << r.used << "/" << stack_size << " B";
+    }
+    out << "\n";
+  }
+}
+
+}  // namespace weft::detail

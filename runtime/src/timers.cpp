@@ -1,0 +1,97 @@
+// Timer heap; design in timers.hpp.
+#include "timers.hpp"
+
+#include <sched.h>
+
+#include "weft/detail/assert.hpp"
+
+namespace weft::detail {
+
+bool TimerHeap::add(Timer* t) {
+  std::lock_guard lock(mu_);
+  WEFT_ASSERT(t->heap_index < 0, "timer armed twice");
+  heap_.push_back(t);
+  place(heap_.size() - 1, t);
+  sift_up(heap_.size() - 1);
+  publish_earliest();
+  return heap_.front() == t;
+}
+
+bool TimerHeap::cancel(Timer* t) noexcept {
+  {
+    std::lock_guard lock(mu_);
+    if (t->heap_index >= 0) {
+      remove_at(static_cast<std::size_t>(t->heap_index));
+      publish_earliest();
+      return true;
+    }
+  }
+  // Already popped: wait until its callback returned, so the caller may free the record.
+  while (t->firing.load(std::memory_order_acquire)) sched_yield();
+  return false;
+}
+
+std::uint64_t TimerHeap::run_due(std::int64_t now) noexcept {
+  std::uint64_t fired = 0;
+  for (;;) {
+    Timer* t;
+    {
+      std::lock_guard lock(mu_);
+      if (heap_.empty() || heap_.front()->when_ns > now) {
+        publish_earliest();
+        return fired;
+      }
+      t = heap_.front();
+      remove_at(0);
+      t->firing.store(true, std::memory_order_relaxed);
+      publish_earliest();
+    }
+    t->fire(t);
+    t->firing.store(false, std::memory_order_release);
+    ++fired;
+  }
+}
+
+std::size_t TimerHeap::size() const noexcept {
+  std::lock_guard lock(mu_);
+  return heap_.size();
+}
+
+void TimerHeap::sift_up(std::size_t i) noexcept {
+  Timer* t = heap_[i];
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 2;
+    if (heap_[parent]->when_ns <= t->when_ns) break;
+    place(i, heap_[parent]);
+    i = parent;
+  }
+  place(i, t);
+}
+
+void TimerHeap::sift_down(std::size_t i) noexcept {
+  Timer* t = heap_[i];
+  const std::size_t n = heap_.size();
+  for (;;) {
+    std::size_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && heap_[child + 1]->when_ns < heap_[child]->when_ns) ++child;
+    if (heap_[child]->when_ns >= t->when_ns) break;
+    place(i, heap_[child]);
+    i = child;
+  }
+  place(i, t);
+}
+
+void TimerHeap::remove_at(std::size_t i) noexcept {
+  Timer* gone = heap_[i];
+  Timer* last = heap_.back();
+  heap_.pop_back();
+  gone->heap_index = -1;
+  if (i < heap_.size()) {
+    place(i, last);
+    sift_down(i);
+    sift_up(static_cast<std::size_t>(last->heap_index));
+  }
+}
+
+}  // namespace weft::detail

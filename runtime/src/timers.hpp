@@ -1,0 +1,48 @@
+// TimerHeap: the runtime's one-shot timers (sleeps, CondVar timeouts; later select timeouts and
+// I/O deadlines). A binary min-heap of caller-owned Timer records under one mutex; `earliest_`
+// mirrors the top deadline so workers can check "anything due?" without the lock.
+// Who fires timers: an idle worker before it sleeps (it sleeps no longer than the earliest
+// deadline, which is how a timer due on an idle runtime wakes it), and busy workers every few
+// dozen scheduling rounds. Fire callbacks run outside the lock and only make fibers runnable.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "weft/detail/park.hpp"
+
+namespace weft::detail {
+
+class TimerHeap {
+ public:
+  static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+  // Returns true if `t` became the earliest timer (an idle sleeper may need a shorter sleep).
+  bool add(Timer* t);
+  bool cancel(Timer* t) noexcept;
+  // Fires every timer due at `now`; returns how many.
+  std::uint64_t run_due(std::int64_t now) noexcept;
+  std::int64_t earliest() const noexcept { return earliest_.load(std::memory_order_acquire); }
+  std::size_t size() const noexcept;
+
+ private:
+  void sift_up(std::size_t i) noexcept;
+  void sift_down(std::size_t i) noexcept;
+  void remove_at(std::size_t i) noexcept;
+  void place(std::size_t i, Timer* t) noexcept {
+    heap_[i] = t;
+    t->heap_index = static_cast<std::int32_t>(i);
+  }
+  void publish_earliest() noexcept {
+    earliest_.store(heap_.empty() ? kNever : heap_.front()->when_ns, std::memory_order_release);
+  }
+
+  mutable std::mutex mu_;
+  std::vector<Timer*> heap_;  // mu_
+  std::atomic<std::int64_t> earliest_{kNever};
+};
+
+}  // namespace weft::detail
