@@ -37,23 +37,20 @@ struct EhGlobals {
   unsigned int uncaught;
 };
 
-__attribute__((noinline)) EhGlobals* eh_globals() noexcept {
-  return reinterpret_cast<EhGlobals*>(__cxxabiv1::__cxa_get_globals());
-}
-
-// Not inlined, so the compiler cannot reuse a thread's errno/eh addresses after a switch.
-__attribute__((noinline)) void save_thread_state(Fiber* f) noexcept {
+// The per-thread addresses are cached in the Worker, which never changes threads; a fiber reads
+// them through the worker it is on *now*, so migration cannot make it use another thread's copy.
+inline void save_thread_state(Worker& w, Fiber* f) noexcept {
   if (!f) return;
-  f->saved_errno = errno;
-  EhGlobals* g = eh_globals();
+  f->saved_errno = *w.errno_addr;
+  auto* g = static_cast<EhGlobals*>(w.eh_globals);
   f->eh_caught = g->caught;
   f->eh_uncaught = g->uncaught;
 }
 
-__attribute__((noinline)) void restore_thread_state(Fiber* f) noexcept {
-  EhGlobals* g = eh_globals();
+inline void restore_thread_state(Worker& w, Fiber* f) noexcept {
+  auto* g = static_cast<EhGlobals*>(w.eh_globals);
   if (f) {
-    errno = f->saved_errno;
+    *w.errno_addr = f->saved_errno;
     g->caught = f->eh_caught;
     g->uncaught = f->eh_uncaught;
   } else {
@@ -127,7 +124,7 @@ void prepare_first_run(Worker& w, Fiber* f) {
 void switch_to(Worker& w, Fiber* next) {
   Fiber* from = w.current;
   const bool exiting = w.pending.kind == Pending::kExit;
-  if (!exiting) save_thread_state(from);
+  if (!exiting) save_thread_state(w, from);
   fcontext_t target;
   if (next) {
     if (!next->ctx) prepare_first_run(w, next);
@@ -147,6 +144,11 @@ void switch_to(Worker& w, Fiber* next) {
 void resume_from_scheduler(Worker& w, Fiber* f) {
   w.pending = Pending{Pending::kNone, nullptr, nullptr, nullptr};
   switch_to(w, f);
+}
+
+void bind_thread_state(Worker& w) noexcept {
+  w.errno_addr = &errno;
+  w.eh_globals = __cxxabiv1::__cxa_get_globals();
 }
 
 void after_switch(void* from_ctx) {
@@ -189,7 +191,7 @@ void after_switch(void* from_ctx) {
       break;
     }
   }
-  restore_thread_state(w.current);
+  restore_thread_state(w, w.current);
 }
 
 void exit_current_fiber(Worker& w) {

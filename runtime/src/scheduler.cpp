@@ -476,6 +476,7 @@ Fiber* Runtime::find_runnable(Worker& w) {
 
 void Runtime::worker_loop(Worker& w) {
   tls_worker = &w;
+  bind_thread_state(w);
 #if defined(__SANITIZE_THREAD__)
   w.tsan_sched_fiber = __tsan_get_current_fiber();
 #endif

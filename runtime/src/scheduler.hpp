@@ -72,6 +72,8 @@ struct alignas(64) Worker {
   std::uint32_t runnext_streak = 0;
   std::uint64_t rng = 0;
   std::uint64_t next_id = 0, id_end = 0;  // batch of fiber ids handed to this worker
+  int* errno_addr = nullptr;               // this thread's errno (bind_thread_state)
+  void* eh_globals = nullptr;              // this thread's __cxa_eh_globals
 #if defined(__SANITIZE_ADDRESS__)
   const void* thread_stack_bottom = nullptr;
   std::size_t thread_stack_size = 0;
@@ -217,6 +219,8 @@ void resume_from_scheduler(Worker& w, Fiber* f);
 // Prepares a never-run fiber: takes a stack and builds its initial context.
 void prepare_first_run(Worker& w, Fiber* f);
 void after_switch(void* from_ctx);
+// Caches the calling thread's errno and exception-globals addresses in `w` (its own thread).
+void bind_thread_state(Worker& w) noexcept;
 [[noreturn]] void exit_current_fiber(Worker& w);
 
 // Fiber lifecycle helpers (fiber.cpp).
