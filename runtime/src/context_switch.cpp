@@ -136,6 +136,7 @@ void switch_to(Worker& w, Fiber* next) {
   }
   w.current = next;
   w.running.store(next, std::memory_order_relaxed);
+  w.running_id.store(next ? next->id : 0, std::memory_order_relaxed);
   sanitizer_before_jump(w, from, next, exiting);
   transfer_t t = jump_fcontext(target, nullptr);
   after_switch(t.fctx);

@@ -81,12 +81,14 @@ void Monitor::check_watchdog(std::int64_t now) {
     w.mon_reported_seq = seq;
     w.stuck.store(true, std::memory_order_relaxed);
     reports_.fetch_add(1, std::memory_order_relaxed);
-    const std::string name = rt_.registry().name_of(f);
+    // `f` may finish and be freed at any moment: only its id (copied by the worker) is safe.
+    const std::uint64_t id = w.running_id.load(std::memory_order_relaxed);
+    const std::string name = rt_.registry().name_by_id(id);
     std::fprintf(stderr,
                  "weft: watchdog: fiber %llu \"%s\" has held worker %u for %lld ms without "
                  "yielding (a CPU-bound loop or a blocking call?); other workers take over its "
                  "queue. Wrap blocking calls in weft::blocking() or yield in long loops.\n",
-                 static_cast<unsigned long long>(f->id), name.c_str(), i,
+                 static_cast<unsigned long long>(id), name.c_str(), i,
                  static_cast<long long>((now - w.mon_stuck_since) / kMs));
     rt_.wake_idle_worker();
   }

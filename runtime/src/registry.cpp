@@ -39,6 +39,15 @@ std::string Registry::name_of(const Fiber* f) {
   return f->name ? *f->name : std::string();
 }
 
+std::string Registry::name_by_id(std::uint64_t id) {
+  Shard& s = shards_[id % kShards];
+  std::lock_guard lock(s.lock);
+  for (Fiber* f = s.head; f; f = f->reg_next) {
+    if (f->id == id) return f->name ? *f->name : std::string();
+  }
+  return {};
+}
+
 void Registry::for_each(const std::function<void(Fiber*)>& fn) {
   for (Shard& s : shards_) {
     std::lock_guard lock(s.lock);

@@ -23,6 +23,8 @@ class Registry {
   void remove(Fiber* f) noexcept;
   void set_name(Fiber* f, std::string name);
   std::string name_of(const Fiber* f);
+  // The name of the registered fiber with this id ("" if none): safe without a live reference.
+  std::string name_by_id(std::uint64_t id);
   // Calls fn for every registered fiber under its shard's lock; fn must not block or re-enter.
   void for_each(const std::function<void(Fiber*)>& fn);
   void dump(std::ostream& out, std::size_t stack_size, std::int64_t now_ns);

@@ -19,6 +19,10 @@
 #include "timers.hpp"
 #include "weft/detail/assert.hpp"
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace weft::detail {
 namespace {
 
@@ -306,8 +310,9 @@ void Runtime::place_ready(Worker& w, FiberList& list) noexcept {
 // ---- waking and sleeping ------------------------------------------------------------------------
 
 void Runtime::wake_idle_worker() noexcept {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (nspinning_.load(std::memory_order_relaxed) != 0) return;
+  // A seq_cst read-modify-write orders our queue push before the reads of nspinning_ and
+  // nsleeping_ (a full fence on x86, and visible to TSan, unlike atomic_thread_fence).
+  if (nspinning_.fetch_add(0, std::memory_order_seq_cst) != 0) return;
   if (nsleeping_.load(std::memory_order_relaxed) == 0) {
     if (polling_.load(std::memory_order_relaxed) &&
         !poller_woken_.exchange(true, std::memory_order_acq_rel)) {

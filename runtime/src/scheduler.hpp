@@ -98,7 +98,9 @@ struct alignas(64) Worker {
   std::atomic<std::uint64_t> timers_fired{0};
 
   // Monitor view.
-  std::atomic<Fiber*> running{nullptr};  // the fiber it runs now (null when in the scheduler)
+  std::atomic<Fiber*> running{nullptr};  // the fiber it runs now (null when in the scheduler);
+                                         // the monitor compares it, never dereferences it
+  std::atomic<std::uint64_t> running_id{0};  // that fiber's id
   std::atomic<bool> idle{false};         // in the idle path (sleeping, spinning or polling)
   std::atomic<bool> stuck{false};        // the monitor saw one fiber hold it too long
   std::uint64_t mon_seen_seq = 0;        // monitor thread only

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what weft needs on Debian 12, and nothing that is already there (safe to run twice).
+# Build: g++, cmake, Boost.Context + Boost (Lockfree), abseil, GoogleTest, Google Benchmark.
+# Benchmarks: Go 1.19 and Boost.Fiber (the peers), linux-perf (profiling). Tools: clang-format.
+set -euo pipefail
+packages=(build-essential cmake pkg-config libboost-context-dev libboost-dev libabsl-dev
+          libgtest-dev libgmock-dev libbenchmark-dev libboost-fiber-dev golang-go linux-perf
+          clang-format)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: everything is installed"
+fi

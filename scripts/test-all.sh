@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# README command 2 (and CI's .ci/run): install what is missing, then build and run every test in
+# four builds -- Release, Debug (WEFT_ASSERT on), ASan+UBSan, TSan -- and run every benchmark
+# once at a tiny size (tools/bench/compare --quick) so none of them rots.
+# Usage: scripts/test-all.sh [release|debug|asan|tsan|bench ...]   (default: all of them)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+variants=("$@")
+((${#variants[@]})) || variants=(release debug asan tsan bench)
+failed=()
+
+run_variant() {
+  local name=$1; shift
+  local dir=build-ci/$name
+  echo "=== $name: configure + build"
+  cmake -S . -B "$dir" "$@" >/dev/null
+  cmake --build "$dir" -j"$jobs"
+  echo "=== $name: test"
+  local wrap=()
+  # GCC 12's TSan cannot map its shadow under a high-entropy ASLR layout on new kernels.
+  [ "$name" = tsan ] && wrap=(setarch "$(uname -m)" -R)
+  (cd "$dir" && "${wrap[@]}" ctest --output-on-failure -j"$jobs" --timeout 600)
+}
+
+start=$SECONDS
+for v in "${variants[@]}"; do
+  t0=$SECONDS
+  case $v in
+    release) run_variant release -DCMAKE_BUILD_TYPE=Release || failed+=(release) ;;
+    debug) run_variant debug -DCMAKE_BUILD_TYPE=Debug || failed+=(debug) ;;
+    asan) run_variant asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_SANITIZE=address \
+            -DWEFT_BUILD_TOOLS=OFF || failed+=(asan) ;;
+    tsan) run_variant tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_SANITIZE=thread \
+            -DWEFT_BUILD_TOOLS=OFF || failed+=(tsan) ;;
+    bench) echo "=== bench: every benchmark once (quick)"
+           tools/bench/compare --quick --build-dir build-ci/bench || failed+=(bench) ;;
+    *) echo "unknown variant $v (release|debug|asan|tsan|bench)"; exit 2 ;;
+  esac
+  echo "=== $v took $((SECONDS - t0)) s"
+done
+echo "=== all done in $((SECONDS - start)) s"
+if ((${#failed[@]})); then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "all variants passed: ${variants[*]}"
