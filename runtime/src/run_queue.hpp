@@ -53,6 +53,16 @@ class RunQueue {
     }
   }
 
+  // Owner only, and only while no other thread can steal (a runtime with one worker): the same
+  // as pop() without the CAS.
+  Fiber* pop_unshared() noexcept {
+    const std::uint32_t h = head_.load(std::memory_order_relaxed);
+    if (h == tail_.load(std::memory_order_relaxed)) return nullptr;
+    Fiber* f = slots_[h % kCapacity].load(std::memory_order_relaxed);
+    head_.store(h + 1, std::memory_order_release);
+    return f;
+  }
+
   // Any thread. Moves up to half of this queue into `dst` (which must be empty and owned by the
   // caller); returns one of the stolen fibers to run directly, or null.
   Fiber* steal_into(RunQueue& dst) noexcept {

@@ -143,6 +143,7 @@ Runtime::Runtime(const Options& opts) : opts_(resolve(opts)) {
     w->rng = 0x9E3779B97F4A7C15ull * (i + 1);
     workers_.push_back(std::move(w));
   }
+  single_worker_ = workers_.size() == 1;
   coarse_now_.store(now_ns(), std::memory_order_relaxed);
 }
 
@@ -247,10 +248,10 @@ Fiber* Runtime::pick_local(Worker& w) noexcept {
   // Unstarted fibers first (depth-first through fork-join trees), but every few rounds the
   // woken ones first, so a spawning tree cannot starve them.
   if (tick % kRunQueueFirstInterval == 0) {
-    if (Fiber* f = w.runq.pop()) return f;
+    if (Fiber* f = pop_runq(w)) return f;
   }
   if (Fiber* f = w.spawned_q.take()) return f;
-  if (Fiber* f = w.runq.pop()) return f;
+  if (Fiber* f = pop_runq(w)) return f;
   return pop_global(w);
 }
 

@@ -174,6 +174,10 @@ class Runtime {
   Fiber* find_runnable(Worker& w);  // blocks in the idle path; null when stopping
   Fiber* steal(Worker& w) noexcept;
   Fiber* pop_global(Worker& w) noexcept;
+  // With a single worker nobody steals, so the owner's pop needs no CAS.
+  Fiber* pop_runq(Worker& w) noexcept {
+    return single_worker_ ? w.runq.pop_unshared() : w.runq.pop();
+  }
   bool queues_empty() noexcept;
   void run_due_timers(Worker& w) noexcept;
   void place_ready(Worker& w, FiberList& list) noexcept;
@@ -202,6 +206,7 @@ class Runtime {
   std::atomic<bool> poller_woken_{false};      // a wakeup() is already on its way to it
   std::atomic<std::int64_t> coarse_now_{0};
 
+  bool single_worker_ = false;  // set once at construction
   std::atomic<bool> stopping_{false};
   bool unwinding_ = false;  // set by worker 0 once the other workers have stopped
 };
