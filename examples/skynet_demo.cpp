@@ -1,10 +1,9 @@
 // The runtime demo (README's first command): skynet with 1M leaf fibers summed through
 // Task::join, then the runtime's own counters.
-#include <weft/runtime.hpp>
-
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <weft/runtime.hpp>
 
 namespace {
 
@@ -34,11 +33,12 @@ int main() {
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::printf("skynet: sum=%lld (expected 499999500000) in %.1f ms on %llu workers\n",
               static_cast<long long>(sum), ms, static_cast<unsigned long long>(st.workers));
-  std::printf("weft::stats(): fibers_spawned=%llu fibers_alive=%llu switches=%llu steals=%llu "
-              "parks=%llu stacks_in_use=%llu stacks_cached=%llu stack_bytes_reserved=%llu\n",
-              (unsigned long long)st.fibers_spawned, (unsigned long long)st.fibers_alive,
-              (unsigned long long)st.switches, (unsigned long long)st.steals,
-              (unsigned long long)st.parks, (unsigned long long)st.stacks_in_use,
-              (unsigned long long)st.stacks_cached, (unsigned long long)st.stack_bytes_reserved);
+  std::printf(
+      "weft::stats(): fibers_spawned=%llu fibers_alive=%llu switches=%llu steals=%llu "
+      "parks=%llu stacks_in_use=%llu stacks_cached=%llu stack_bytes_reserved=%llu\n",
+      (unsigned long long)st.fibers_spawned, (unsigned long long)st.fibers_alive,
+      (unsigned long long)st.switches, (unsigned long long)st.steals, (unsigned long long)st.parks,
+      (unsigned long long)st.stacks_in_use, (unsigned long long)st.stacks_cached,
+      (unsigned long long)st.stack_bytes_reserved);
   return sum == 499999500000 ? 0 : 1;
 }

@@ -6,7 +6,6 @@
 // uncaught count). Without the latter, a fiber that parks inside a catch block corrupts the
 // caught-exception stack of the next fiber that throws on that thread.
 #include <boost/context/detail/fcontext.hpp>
-
 #include <cerrno>
 
 #include "registry.hpp"

@@ -35,31 +35,50 @@ Runtime& runtime_or_throw(const char* what) {
 
 const char* fiber_state_name(FiberState s) noexcept {
   switch (s) {
-    case FiberState::kCreated: return "created";
-    case FiberState::kRunnable: return "runnable";
-    case FiberState::kRunning: return "running";
-    case FiberState::kParked: return "parked";
-    case FiberState::kDone: return "done";
+    case FiberState::kCreated:
+      return "created";
+    case FiberState::kRunnable:
+      return "runnable";
+    case FiberState::kRunning:
+      return "running";
+    case FiberState::kParked:
+      return "parked";
+    case FiberState::kDone:
+      return "done";
   }
   return "?";
 }
 
 const char* wait_reason_name(WaitReason r) noexcept {
   switch (r) {
-    case WaitReason::kNone: return "none";
-    case WaitReason::kMutex: return "mutex";
-    case WaitReason::kCondVar: return "condvar";
-    case WaitReason::kWaitGroup: return "waitgroup";
-    case WaitReason::kSemaphore: return "semaphore";
-    case WaitReason::kJoin: return "join";
-    case WaitReason::kSleep: return "sleep";
-    case WaitReason::kBlocking: return "blocking call";
-    case WaitReason::kChanRecv: return "chan recv";
-    case WaitReason::kChanSend: return "chan send";
-    case WaitReason::kSelect: return "select";
-    case WaitReason::kIoRead: return "io read";
-    case WaitReason::kIoWrite: return "io write";
-    case WaitReason::kForever: return "forever";
+    case WaitReason::kNone:
+      return "none";
+    case WaitReason::kMutex:
+      return "mutex";
+    case WaitReason::kCondVar:
+      return "condvar";
+    case WaitReason::kWaitGroup:
+      return "waitgroup";
+    case WaitReason::kSemaphore:
+      return "semaphore";
+    case WaitReason::kJoin:
+      return "join";
+    case WaitReason::kSleep:
+      return "sleep";
+    case WaitReason::kBlocking:
+      return "blocking call";
+    case WaitReason::kChanRecv:
+      return "chan recv";
+    case WaitReason::kChanSend:
+      return "chan send";
+    case WaitReason::kSelect:
+      return "select";
+    case WaitReason::kIoRead:
+      return "io read";
+    case WaitReason::kIoWrite:
+      return "io write";
+    case WaitReason::kForever:
+      return "forever";
   }
   return "?";
 }

@@ -13,9 +13,8 @@
 //  - wait_* fields: written by the fiber itself before it parks, read racily by dumps.
 #pragma once
 
-#include <boost/context/detail/fcontext.hpp>
-
 #include <atomic>
+#include <boost/context/detail/fcontext.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,8 +40,8 @@ struct Fiber {
   std::uint64_t id = 0;
   std::atomic<FiberState> state{FiberState::kCreated};
   std::uint8_t unwind_requests = 0;  // times shutdown resumed it to throw FiberUnwind
-  bool is_main = false;       // run()'s main fiber: its end starts shutdown
-  bool unwound = false;       // it ended by FiberUnwind rather than by returning
+  bool is_main = false;              // run()'s main fiber: its end starts shutdown
+  bool unwound = false;              // it ended by FiberUnwind rather than by returning
   WaitReason wait_reason = WaitReason::kNone;
   std::atomic<std::uint32_t> refs{1};
   std::atomic<std::uintptr_t> join_word{0};  // 0 running, 1 done, else a joiner's WaitNode*
@@ -52,8 +51,8 @@ struct Fiber {
   std::int64_t wait_arg = -1;
   std::int64_t parked_at_ns = 0;
   // Per-fiber copies of thread state that the compiler and libstdc++ keep per kernel thread.
-  void* eh_caught = nullptr;          // __cxa_eh_globals::caughtExceptions
-  unsigned int eh_uncaught = 0;       // __cxa_eh_globals::uncaughtExceptions
+  void* eh_caught = nullptr;     // __cxa_eh_globals::caughtExceptions
+  unsigned int eh_uncaught = 0;  // __cxa_eh_globals::uncaughtExceptions
   int saved_errno = 0;
 #if defined(__SANITIZE_ADDRESS__)
   void* asan_fake_stack = nullptr;

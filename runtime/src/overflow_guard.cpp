@@ -1,5 +1,6 @@
 // Stack overflow handler; design in overflow_guard.hpp. Everything in the handler is
-// async-signal-safe: no allocation, no locks, no stdio; it formats into a local buffer and write()s.
+// async-signal-safe: no allocation, no locks, no stdio; it formats into a local buffer and
+// write()s.
 #include "overflow_guard.hpp"
 
 #include <signal.h>
@@ -89,8 +90,8 @@ void remove_overflow_handler() {
 
 void install_overflow_altstack(Worker& w) {
   if (w.altstack) return;
-  void* mem = mmap(nullptr, kAltStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+  void* mem =
+      mmap(nullptr, kAltStackSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (mem == MAP_FAILED) return;
   stack_t ss{};
   ss.ss_sp = mem;

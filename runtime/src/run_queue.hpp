@@ -37,7 +37,8 @@ class RunQueue {
     const std::uint32_t t = tail_.load(std::memory_order_relaxed);
     const std::uint32_t n = (t - h) / 2;
     if (n == 0) return 0;
-    for (std::uint32_t i = 0; i < n; ++i) out[i] = slots_[(h + i) % kCapacity].load(std::memory_order_relaxed);
+    for (std::uint32_t i = 0; i < n; ++i)
+      out[i] = slots_[(h + i) % kCapacity].load(std::memory_order_relaxed);
     if (!head_.compare_exchange_strong(h, h + n, std::memory_order_acq_rel)) return 0;
     return n;
   }
@@ -74,8 +75,8 @@ class RunQueue {
       n -= n / 2;
       if (n == 0 || n > kCapacity) return nullptr;  // empty, or an inconsistent read: retry later
       for (std::uint32_t i = 0; i < n; ++i) {
-        dst.slots_[(dt + i) % kCapacity].store(slots_[(h + i) % kCapacity].load(std::memory_order_relaxed),
-                                               std::memory_order_relaxed);
+        dst.slots_[(dt + i) % kCapacity].store(
+            slots_[(h + i) % kCapacity].load(std::memory_order_relaxed), std::memory_order_relaxed);
       }
       if (head_.compare_exchange_weak(h, h + n, std::memory_order_acq_rel)) {
         Fiber* first = dst.slots_[(dt + n - 1) % kCapacity].load(std::memory_order_relaxed);

@@ -34,7 +34,7 @@ thread_local Worker* tls_worker = nullptr;
 constexpr std::uint64_t kIdBatch = 1024;
 constexpr std::uint32_t kGlobalCheckInterval = 61;  // as in Go: global queue fairness
 constexpr std::uint32_t kTimerCheckInterval = 64;
-constexpr std::uint32_t kRunnextStreakMax = 32;     // runnext ping-pong must not starve the queue
+constexpr std::uint32_t kRunnextStreakMax = 32;  // runnext ping-pong must not starve the queue
 constexpr std::uint32_t kRunQueueFirstInterval = 8;
 constexpr int kStealRounds = 4;
 
@@ -90,8 +90,9 @@ std::size_t env_size(const char* name, std::size_t fallback) {
   if (*end == 'i' || *end == 'B' || *end == 'b') ++end;
   if (*end == 'B') ++end;
   if (*end != '\0' || n < 4096 || n > (1ull << 30)) {
-    throw std::invalid_argument(std::string("weft: $") + name + "=\"" + v +
-                                "\" is not a stack size between 4K and 1G (examples: 65536, 128K, 1M)");
+    throw std::invalid_argument(
+        std::string("weft: $") + name + "=\"" + v +
+        "\" is not a stack size between 4K and 1G (examples: 65536, 128K, 1M)");
   }
   return static_cast<std::size_t>(n);
 }
@@ -102,7 +103,8 @@ Options resolve(const Options& in) {
     const unsigned hw = std::thread::hardware_concurrency();
     o.workers = env_unsigned("WEFT_WORKERS", hw ? hw : 1);
   }
-  if (o.stack_size == Options{}.stack_size) o.stack_size = env_size("WEFT_STACK_SIZE", o.stack_size);
+  if (o.stack_size == Options{}.stack_size)
+    o.stack_size = env_size("WEFT_STACK_SIZE", o.stack_size);
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   // Sanitizers grow frames several times over; keep the programs that fit normally fitting.
   if (o.stack_size < 256 * 1024) o.stack_size = 256 * 1024;
@@ -218,7 +220,8 @@ Fiber* Runtime::pop_global(Worker& w) noexcept {
   if (gq_size_.load(std::memory_order_relaxed) <= 0 || !gq_.pop(f)) return nullptr;
   gq_size_.fetch_sub(1, std::memory_order_relaxed);
   // Take a fair share into the local queue, as Go's globrunqget does.
-  std::int64_t share = gq_size_.load(std::memory_order_relaxed) / static_cast<std::int64_t>(nworkers()) ;
+  std::int64_t share =
+      gq_size_.load(std::memory_order_relaxed) / static_cast<std::int64_t>(nworkers());
   if (share > RunQueue::kCapacity / 2) share = RunQueue::kCapacity / 2;
   for (std::int64_t i = 0; i < share; ++i) {
     Fiber* g = nullptr;
@@ -415,7 +418,8 @@ bool Runtime::sleep(Worker& w) {
   }
   while (w.wake_seq.load(std::memory_order_acquire) == seq) futex_wait(&w.wake_seq, seq);
   std::lock_guard lock(idle_mu_);
-  if (!stopping()) w.spinning = true;  // woken by wake_idle_worker, which counted us
+  if (!stopping())
+    w.spinning = true;  // woken by wake_idle_worker, which counted us
   else if (w.asleep) {
     w.asleep = false;
     std::erase(sleepers_, &w);
@@ -651,13 +655,15 @@ Stats Runtime::stats() noexcept {
 
 void run_runtime(const void* options, void (*body)(void*), void* arg) {
   if (current_worker()) {
-    throw std::logic_error("weft::run called from inside a fiber: a runtime is already running here");
+    throw std::logic_error(
+        "weft::run called from inside a fiber: a runtime is already running here");
   }
   auto rt = std::make_unique<Runtime>(*static_cast<const Options*>(options));
   Runtime* expected = nullptr;
   if (!g_runtime.compare_exchange_strong(expected, rt.get())) {
-    throw std::logic_error("weft::run: another weft runtime is already running in this process; "
-                           "run one at a time");
+    throw std::logic_error(
+        "weft::run: another weft runtime is already running in this process; "
+        "run one at a time");
   }
   raise_fd_limit();
   struct Clear {

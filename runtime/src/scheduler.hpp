@@ -25,9 +25,8 @@
 // within one function).
 #pragma once
 
-#include <boost/lockfree/queue.hpp>
-
 #include <atomic>
+#include <boost/lockfree/queue.hpp>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -72,8 +71,8 @@ struct alignas(64) Worker {
   std::uint32_t runnext_streak = 0;
   std::uint64_t rng = 0;
   std::uint64_t next_id = 0, id_end = 0;  // batch of fiber ids handed to this worker
-  int* errno_addr = nullptr;               // this thread's errno (bind_thread_state)
-  void* eh_globals = nullptr;              // this thread's __cxa_eh_globals
+  int* errno_addr = nullptr;              // this thread's errno (bind_thread_state)
+  void* eh_globals = nullptr;             // this thread's __cxa_eh_globals
 #if defined(__SANITIZE_ADDRESS__)
   const void* thread_stack_bottom = nullptr;
   std::size_t thread_stack_size = 0;
@@ -84,7 +83,7 @@ struct alignas(64) Worker {
 #endif
 
   // Queues.
-  RunQueue runq;       // runnable fibers that ran before (woken, yielded): FIFO
+  RunQueue runq;         // runnable fibers that ran before (woken, yielded): FIFO
   SpawnDeque spawned_q;  // spawned, never run: newest first for the owner, oldest for thieves
   std::atomic<Fiber*> runnext{nullptr};  // owner; thieves take it only when `stuck`
 
@@ -98,14 +97,14 @@ struct alignas(64) Worker {
   std::atomic<std::uint64_t> timers_fired{0};
 
   // Monitor view.
-  std::atomic<Fiber*> running{nullptr};  // the fiber it runs now (null when in the scheduler);
-                                         // the monitor compares it, never dereferences it
+  std::atomic<Fiber*> running{nullptr};      // the fiber it runs now (null when in the scheduler);
+                                             // the monitor compares it, never dereferences it
   std::atomic<std::uint64_t> running_id{0};  // that fiber's id
-  std::atomic<bool> idle{false};         // in the idle path (sleeping, spinning or polling)
-  std::atomic<bool> stuck{false};        // the monitor saw one fiber hold it too long
-  std::uint64_t mon_seen_seq = 0;        // monitor thread only
-  std::int64_t mon_stuck_since = 0;      // monitor thread only
-  std::uint64_t mon_reported_seq = ~0ull;  // monitor thread only
+  std::atomic<bool> idle{false};             // in the idle path (sleeping, spinning or polling)
+  std::atomic<bool> stuck{false};            // the monitor saw one fiber hold it too long
+  std::uint64_t mon_seen_seq = 0;            // monitor thread only
+  std::int64_t mon_stuck_since = 0;          // monitor thread only
+  std::uint64_t mon_reported_seq = ~0ull;    // monitor thread only
 
   // Sleeping.
   std::atomic<std::uint32_t> wake_seq{0};  // futex word
@@ -199,11 +198,11 @@ class Runtime {
   std::atomic<std::int64_t> gq_size_{0};
 
   std::mutex idle_mu_;
-  std::vector<Worker*> sleepers_;              // idle_mu_
-  std::atomic<int> nsleeping_{0};              // == sleepers_.size(), readable without the lock
+  std::vector<Worker*> sleepers_;  // idle_mu_
+  std::atomic<int> nsleeping_{0};  // == sleepers_.size(), readable without the lock
   std::atomic<int> nspinning_{0};
-  std::atomic<bool> polling_{false};           // a worker is inside a blocking poll()
-  std::atomic<bool> poller_woken_{false};      // a wakeup() is already on its way to it
+  std::atomic<bool> polling_{false};       // a worker is inside a blocking poll()
+  std::atomic<bool> poller_woken_{false};  // a wakeup() is already on its way to it
   std::atomic<std::int64_t> coarse_now_{0};
 
   bool single_worker_ = false;  // set once at construction

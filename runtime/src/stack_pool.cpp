@@ -65,7 +65,8 @@ void StackPool::map_region_locked() {
     if (used + 2 * static_cast<long>(kSlotsPerRegion) + 64 > limit) {
       die("cannot map more fiber stacks: guard pages made with mprotect (this kernel lacks "
           "MADV_GUARD_INSTALL, Linux >= 6.13) cost 2 memory mappings per stack and the process "
-          "has " + std::to_string(used) + " of vm.max_map_count=" + std::to_string(limit) +
+          "has " +
+          std::to_string(used) + " of vm.max_map_count=" + std::to_string(limit) +
           ". Raise it (sysctl -w vm.max_map_count=1048576), run fewer fibers at once, or set "
           "weft::Options::guard_pages=false.");
     }
@@ -90,7 +91,8 @@ char* StackPool::carve_locked() {
   carve_next_ += slot_size_;
   if (guard_) {
     if (!guard_by_mprotect_ && madvise(slot, page_, MADV_GUARD_INSTALL) != 0) {
-      if (errno != EINVAL) die(std::string("madvise(MADV_GUARD_INSTALL) failed: ") + std::strerror(errno));
+      if (errno != EINVAL)
+        die(std::string("madvise(MADV_GUARD_INSTALL) failed: ") + std::strerror(errno));
       guard_by_mprotect_ = true;
     }
     if (guard_by_mprotect_ && mprotect(slot, page_, PROT_NONE) != 0) {
@@ -116,7 +118,8 @@ char* StackPool::acquire(StackCache& cache) {
   for (auto* list : {&dirty_, &clean_}) {
     if (list->empty()) continue;
     const std::size_t n = std::min(kRefillBatch, list->size());
-    cache.stacks.insert(cache.stacks.end(), list->end() - static_cast<std::ptrdiff_t>(n), list->end());
+    cache.stacks.insert(cache.stacks.end(), list->end() - static_cast<std::ptrdiff_t>(n),
+                        list->end());
     list->resize(list->size() - n);
     if (list == &dirty_ && dirty_.size() < dirty_low_) dirty_low_ = dirty_.size();
     char* s = cache.stacks.back();
@@ -134,8 +137,10 @@ void StackPool::release(StackCache& cache, char* stack) {
   // Keep the newest half (hottest), hand the older half to the shared pool.
   std::lock_guard lock(mu_);
   const std::size_t half = cache.stacks.size() / 2;
-  dirty_.insert(dirty_.end(), cache.stacks.begin(), cache.stacks.begin() + static_cast<std::ptrdiff_t>(half));
-  cache.stacks.erase(cache.stacks.begin(), cache.stacks.begin() + static_cast<std::ptrdiff_t>(half));
+  dirty_.insert(dirty_.end(), cache.stacks.begin(),
+                cache.stacks.begin() + static_cast<std::ptrdiff_t>(half));
+  cache.stacks.erase(cache.stacks.begin(),
+                     cache.stacks.begin() + static_cast<std::ptrdiff_t>(half));
   cache.stacks.push_back(stack);
 }
 

@@ -58,8 +58,8 @@ class StackPool {
   char* carve_end_ = nullptr;                           // mu_
   std::vector<char*> dirty_;                            // mu_: freed, pages still committed
   std::vector<char*> clean_;                            // mu_: freed and trimmed
-  std::size_t dirty_low_ = 0;  // mu_: fewest dirty stacks seen since the last trim
-  std::uint64_t reserved_ = 0;                          // mu_
+  std::size_t dirty_low_ = 0;   // mu_: fewest dirty stacks seen since the last trim
+  std::uint64_t reserved_ = 0;  // mu_
 };
 
 // A worker's private stack cache. Only its worker touches it.

@@ -35,8 +35,8 @@ struct GuardCommit {
 // Parks on `list` (guard held on entry, released by the park); on FiberUnwind, unlinks the node
 // or, if a waker already granted something, lets `give_back` return it. Guard not held on return.
 template <class GiveBack>
-void wait_on(SpinLock& guard, WaitList& list, WaitNode& node, WaitReason reason,
-             GiveBack give_back, bool front = false) {
+void wait_on(SpinLock& guard, WaitList& list, WaitNode& node, WaitReason reason, GiveBack give_back,
+             bool front = false) {
   node.waker = detail::Waker::current();
   node.grant = 0;
   if (front) {
@@ -64,7 +64,8 @@ constexpr std::int64_t kStarvationNs = 1000000;  // 1 ms, as in Go
 
 }  // namespace
 
-// ---- Mutex ----------------------------------------------------------------------------------------
+// ---- Mutex
+// ----------------------------------------------------------------------------------------
 
 void Mutex::lock() {
   std::uint32_t expected = 0;
@@ -106,8 +107,8 @@ void Mutex::lock_slow() {
       }
     }
     // A waiter that was woken and lost the race goes back to the front (Go's LIFO requeue).
-    wait_on(guard_, waiters_, node, WaitReason::kMutex, [this](std::uint32_t) { unlock(); },
-            requeue);
+    wait_on(
+        guard_, waiters_, node, WaitReason::kMutex, [this](std::uint32_t) { unlock(); }, requeue);
     if (node.grant == kHandoff) return;  // unlock() handed the lock to us: we own it
     requeue = true;
   }
@@ -144,7 +145,8 @@ void Mutex::unlock_slow() {
   waker.wake();
 }
 
-// ---- CondVar --------------------------------------------------------------------------------------
+// ---- CondVar
+// --------------------------------------------------------------------------------------
 
 namespace {
 constexpr std::uint32_t kNotified = 1;
@@ -283,14 +285,16 @@ void CondVar::notify_all() {
   }
 }
 
-// ---- WaitGroup ------------------------------------------------------------------------------------
+// ---- WaitGroup
+// ------------------------------------------------------------------------------------
 
 void WaitGroup::add(std::int64_t n) {
   const std::uint64_t delta = static_cast<std::uint64_t>(n) << 32;
   const std::uint64_t s = state_.fetch_add(delta, std::memory_order_acq_rel) + delta;
   const auto count = static_cast<std::int32_t>(s >> 32);
   const auto waiters = static_cast<std::uint32_t>(s);
-  if (count < 0) throw std::logic_error("weft::WaitGroup: negative counter (more done() than add())");
+  if (count < 0)
+    throw std::logic_error("weft::WaitGroup: negative counter (more done() than add())");
   if (count > 0 || waiters == 0) return;
   // The counter reached zero with waiters parked: they hold the WaitGroup alive until woken.
   guard_.lock();
@@ -324,7 +328,8 @@ void WaitGroup::wait() {
   wait_on(guard_, waiters_, node, WaitReason::kWaitGroup, [](std::uint32_t) {});
 }
 
-// ---- Semaphore ------------------------------------------------------------------------------------
+// ---- Semaphore
+// ------------------------------------------------------------------------------------
 
 Semaphore::Semaphore(std::int64_t initial) : count_(initial) {
   if (initial < 0) throw std::invalid_argument("weft::Semaphore: negative initial count");

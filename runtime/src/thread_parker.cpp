@@ -44,6 +44,8 @@ void ThreadParker::wake() noexcept {
   futex_wake(&state_, 1);
 }
 
-std::int64_t foreign_threads_blocked() noexcept { return g_blocked.load(std::memory_order_acquire); }
+std::int64_t foreign_threads_blocked() noexcept {
+  return g_blocked.load(std::memory_order_acquire);
+}
 
 }  // namespace weft::detail

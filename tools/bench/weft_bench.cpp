@@ -7,12 +7,12 @@
 //   park_mem N fibers parked on their own Semaphore(0); statm RSS delta per fiber
 //   mutex    4*workers fibers increment one counter under weft::Mutex; count verified
 // Interface and output: see bench_util.hpp.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
-#include <algorithm>
 #include <weft/runtime.hpp>
 
 #include "bench_util.hpp"
@@ -200,6 +200,7 @@ int main(int argc, char** argv) {
   if (a.bench == "park_mem") return bench_park_mem(a);
   if (a.bench == "mutex") return bench_mutex(a);
   if (a.bench == "timer") return bench_timer(a);
-  bench::usage_error(g_prog, "unsupported bench: " + a.bench +
-                                 " (weft implements switch, spawn, skynet, park_mem, mutex, timer)");
+  bench::usage_error(g_prog,
+                     "unsupported bench: " + a.bench +
+                         " (weft implements switch, spawn, skynet, park_mem, mutex, timer)");
 }

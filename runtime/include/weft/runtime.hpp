@@ -55,9 +55,8 @@ struct Options {
 namespace detail {
 
 template <class R>
-using StoredResult =
-    std::conditional_t<std::is_reference_v<R>,
-                       std::reference_wrapper<std::remove_reference_t<R>>, R>;
+using StoredResult = std::conditional_t<std::is_reference_v<R>,
+                                        std::reference_wrapper<std::remove_reference_t<R>>, R>;
 
 // The outcome of a fiber's callable: nothing yet, a value, or an exception.
 template <class R>
@@ -212,8 +211,10 @@ class Task {
   std::uint64_t id() const noexcept { return fiber_ ? detail::fiber_id(fiber_) : 0; }
 
   T join() {
-    if (!fiber_) throw std::logic_error("weft::Task::join: task is not joinable (already joined, "
-                                        "moved from, or default-constructed)");
+    if (!fiber_)
+      throw std::logic_error(
+          "weft::Task::join: task is not joinable (already joined, "
+          "moved from, or default-constructed)");
     detail::Fiber* f = fiber_;
     if (!detail::fiber_join(f)) {
       throw std::logic_error("weft::Task::join: the task's fiber was unwound at shutdown");

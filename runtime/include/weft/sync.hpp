@@ -37,7 +37,8 @@ class Mutex {
   detail::WaitList waiters_;
 };
 
-// A condition variable for weft::Mutex. Spurious wake-ups do not happen, but use a predicate anyway.
+// A condition variable for weft::Mutex. Spurious wake-ups do not happen, but use a predicate
+// anyway.
 class CondVar {
  public:
   CondVar() = default;
@@ -60,8 +61,7 @@ class CondVar {
     return true;
   }
   template <class Rep, class Period>
-  std::cv_status wait_for(std::unique_lock<Mutex>& lock,
-                          std::chrono::duration<Rep, Period> d) {
+  std::cv_status wait_for(std::unique_lock<Mutex>& lock, std::chrono::duration<Rep, Period> d) {
     return wait_until(lock, deadline_after(d));
   }
   template <class Rep, class Period, class Pred>
@@ -73,7 +73,8 @@ class CondVar {
 
  private:
   template <class Rep, class Period>
-  static std::chrono::steady_clock::time_point deadline_after(std::chrono::duration<Rep, Period> d) {
+  static std::chrono::steady_clock::time_point deadline_after(
+      std::chrono::duration<Rep, Period> d) {
     auto now = std::chrono::steady_clock::now();
     auto room = std::chrono::steady_clock::time_point::max() - now;
     if (d >= room) return std::chrono::steady_clock::time_point::max();

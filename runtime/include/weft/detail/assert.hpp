@@ -3,7 +3,8 @@
 #pragma once
 
 namespace weft::detail {
-[[noreturn]] void assert_fail(const char* expr, const char* msg, const char* file, int line) noexcept;
+[[noreturn]] void assert_fail(const char* expr, const char* msg, const char* file,
+                              int line) noexcept;
 }
 
 #ifdef NDEBUG
