@@ -9,6 +9,7 @@
 #include <cerrno>
 
 #include "registry.hpp"
+#include "weft/detail/assert.hpp"
 #include "scheduler.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -126,6 +127,9 @@ void switch_to(Worker& w, Fiber* next) {
   if (!exiting) save_thread_state(w, from);
   fcontext_t target;
   if (next) {
+    WEFT_ASSERT(next != from, "switching a fiber to itself");
+    WEFT_ASSERT(next->state.load(std::memory_order_relaxed) != FiberState::kDone,
+                "resuming a finished fiber");
     if (!next->ctx) prepare_first_run(w, next);
     next->state.store(FiberState::kRunning, std::memory_order_relaxed);
     target = next->ctx;
@@ -165,6 +169,8 @@ void after_switch(void* from_ctx) {
     case Pending::kNone:
       break;
     case Pending::kYield:
+      WEFT_ASSERT(p.from->state.load(std::memory_order_relaxed) == FiberState::kRunning,
+                  "yielding fiber is not running");
       p.from->state.store(FiberState::kRunnable, std::memory_order_relaxed);
       w.rt->push_local(w, p.from);
       break;

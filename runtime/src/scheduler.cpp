@@ -2,6 +2,7 @@
 #include "scheduler.hpp"
 
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 
 #include <cstdio>
@@ -175,6 +176,7 @@ void Runtime::push_global_list(FiberList& list) noexcept {
 }
 
 void Runtime::push_local(Worker& w, Fiber* f) noexcept {
+  WEFT_ASSERT(current_worker() == &w, "push_local from a thread that does not own the queue");
   while (!w.runq.push(f)) {
     Fiber* batch[RunQueue::kCapacity / 2 + 1];
     const std::uint32_t n = w.runq.take_half(batch);
@@ -190,8 +192,6 @@ void Runtime::submit_ready(Fiber* f) noexcept {
     if (Fiber* old = w->runnext.exchange(f, std::memory_order_acq_rel)) {
       push_local(*w, old);
       wake_idle_worker();
-    } else if (!w->current) {
-      wake_idle_worker();  // woken from the scheduler context (timers, poller): may be many
     }
     return;
   }
@@ -485,6 +485,9 @@ Fiber* Runtime::find_runnable(Worker& w) {
 // ---- workers, run() and shutdown ----------------------------------------------------------------
 
 void Runtime::worker_loop(Worker& w) {
+  // Timers are kept by the worker sleeping in the poller: the default 50 us timer slack would be
+  // added to every sleep and timeout.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   tls_worker = &w;
   bind_thread_state(w);
 #if defined(__SANITIZE_THREAD__)
@@ -588,6 +591,7 @@ void Runtime::run_main(void (*body)(void*), void* arg) {
 
   install_overflow_handler(*this);
   monitor_ = std::make_unique<Monitor>(*this);
+  const int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
   char old_name[16] = {};
   pthread_getname_np(pthread_self(), old_name, sizeof(old_name));
   pthread_setname_np(pthread_self(), "weft-worker-0");
@@ -617,6 +621,7 @@ void Runtime::run_main(void (*body)(void*), void* arg) {
   remove_overflow_handler();
   blocking_.reset();
   pthread_setname_np(pthread_self(), old_name);
+  if (old_slack > 0) prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(old_slack), 0, 0, 0);
   for (auto& w : workers_) stacks_->drain(w->stacks);
 }
 

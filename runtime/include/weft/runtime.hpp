@@ -48,8 +48,6 @@ struct Options {
   std::chrono::milliseconds watchdog_threshold{50};
   // Upper bound on blocking() pool threads; more concurrent jobs queue.
   unsigned max_blocking_threads = 64;
-  // Path for the stack profile; empty: $WEFT_STACK_PROFILE, else off.
-  const char* stack_profile = nullptr;
 };
 
 namespace detail {
