@@ -1,6 +1,8 @@
 // blocking() pool; design in blocking_pool.hpp.
 #include "blocking_pool.hpp"
 
+#include "own_threads.hpp"
+
 #include <pthread.h>
 
 #include <chrono>
@@ -32,6 +34,7 @@ void BlockingPool::submit(Job* job) {
 
 void BlockingPool::thread_main() {
   pthread_setname_np(pthread_self(), "weft-blocking");
+  OwnThread own;
   std::unique_lock lock(mu_);
   for (;;) {
     if (!queue_.empty()) {

@@ -198,6 +198,7 @@ void after_switch(void* from_ctx) {
     }
   }
   restore_thread_state(w, w.current);
+  if (w.current) w.rt->maybe_run_timers(w);
 }
 
 void exit_current_fiber(Worker& w) {

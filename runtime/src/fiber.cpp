@@ -312,7 +312,9 @@ void this_fiber::yield() {
   Runtime* rt = w->rt;
   if (rt->unwinding() && std::uncaught_exceptions() == 0) throw FiberUnwind{};
   Fiber* next = rt->pick_local(*w);
-  if (!next) return;
+  // Nothing else to run: keep going, unless the runtime is stopping, in which case the worker
+  // must get back to its scheduler loop (the fiber is queued and unwound later).
+  if (!next && !rt->stopping()) return;
   w->pending = Pending{Pending::kYield, w->current, nullptr, nullptr};
   switch_to(*w, next);
   Fiber* me = current_fiber();

@@ -1,16 +1,15 @@
 // Monitor thread; design in monitor.hpp.
 #include "monitor.hpp"
 
-#include <dirent.h>
 #include <pthread.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <string>
 
+#include "own_threads.hpp"
 #include "registry.hpp"
 #include "scheduler.hpp"
 #include "thread_parker.hpp"
@@ -24,6 +23,7 @@ constexpr std::int64_t kTrimEvery = 100 * kMs;
 Monitor::Monitor(Runtime& rt) : rt_(rt) {
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "weft-monitor");
+    OwnThread own;
     loop();
   });
 }
@@ -97,18 +97,7 @@ void Monitor::check_watchdog(std::int64_t now) {
 bool Monitor::outside_threads_may_wake() {
   // Threads that are not weft's own could send on a channel or signal a WaitGroup at any time,
   // unless they are themselves blocked in a weft primitive.
-  long foreign = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
-      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
-      std::string name;
-      std::getline(comm, name);
-      if (name.rfind("weft-", 0) != 0) ++foreign;
-    }
-    closedir(d);
-  }
-  return foreign > foreign_threads_blocked();
+  return count_foreign_threads() > foreign_threads_blocked();
 }
 
 bool Monitor::check_deadlock() {

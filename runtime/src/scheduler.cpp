@@ -15,6 +15,7 @@
 #include "blocking_pool.hpp"
 #include "monitor.hpp"
 #include "overflow_guard.hpp"
+#include "own_threads.hpp"
 #include "registry.hpp"
 #include "thread_parker.hpp"
 #include "timers.hpp"
@@ -234,8 +235,10 @@ Fiber* Runtime::pop_global(Worker& w) noexcept {
 
 Fiber* Runtime::pick_local(Worker& w) noexcept {
   if (unwinding_ || stopping_.load(std::memory_order_relaxed)) return nullptr;
+  // No timers here: park() calls this while its fiber still holds the lock that its commit
+  // releases, and a timer callback may need that very lock. Busy workers fire timers in
+  // after_switch (maybe_run_timers), where no lock is held.
   const std::uint32_t tick = ++w.schedtick;
-  if (tick % kTimerCheckInterval == 0 && timers_->earliest() <= now_ns()) run_due_timers(w);
   if (tick % kGlobalCheckInterval == 0) {
     if (Fiber* f = pop_global(w)) return f;
   }
@@ -297,6 +300,12 @@ Fiber* Runtime::steal(Worker& w) noexcept {
   return nullptr;
 }
 
+void Runtime::maybe_run_timers(Worker& w) noexcept {
+  if (w.schedtick % kTimerCheckInterval == 0 && timers_->earliest() <= now_ns()) {
+    run_due_timers(w);
+  }
+}
+
 void Runtime::run_due_timers(Worker& w) noexcept {
   const std::uint64_t n = timers_->run_due(now_ns());
   if (n) w.timers_fired.fetch_add(n, std::memory_order_relaxed);
@@ -335,6 +344,7 @@ void Runtime::wake_idle_worker() noexcept {
       target = sleepers_.back();
       sleepers_.pop_back();
       target->asleep = false;
+      target->counted_spinning = true;
       nsleeping_.fetch_sub(1, std::memory_order_seq_cst);
     }
   }
@@ -397,11 +407,11 @@ bool Runtime::sleep(Worker& w) {
     if (!ready.empty()) place_ready(w, ready);
     return true;
   }
-  const std::uint32_t seq = w.wake_seq.load(std::memory_order_acquire);
   {
     std::lock_guard lock(idle_mu_);
     sleepers_.push_back(&w);
     w.asleep = true;
+    w.counted_spinning = false;
     nsleeping_.fetch_add(1, std::memory_order_seq_cst);
   }
   if (!queues_empty() || stopping() || !polling_.load(std::memory_order_seq_cst)) {
@@ -413,19 +423,24 @@ bool Runtime::sleep(Worker& w) {
       nsleeping_.fetch_sub(1, std::memory_order_seq_cst);
       return false;
     }
-    w.spinning = true;  // a waker removed us and counted us as spinning
+    w.spinning = w.counted_spinning;  // a waker took us off the list (and maybe counted us)
     return true;
   }
-  while (w.wake_seq.load(std::memory_order_acquire) == seq) futex_wait(&w.wake_seq, seq);
-  std::lock_guard lock(idle_mu_);
-  if (!stopping())
-    w.spinning = true;  // woken by wake_idle_worker, which counted us
-  else if (w.asleep) {
-    w.asleep = false;
-    std::erase(sleepers_, &w);
-    nsleeping_.fetch_sub(1, std::memory_order_seq_cst);
+  for (;;) {
+    std::uint32_t seq;
+    {
+      // Only the waker that takes us off the list counts: a late increment of wake_seq from an
+      // earlier wake-up must not end this sleep. We read the sequence under the lock while still
+      // listed, so the wake that unlists us bumps it after this read and the futex returns.
+      std::lock_guard lock(idle_mu_);
+      if (!w.asleep) {
+        w.spinning = w.counted_spinning;
+        return true;
+      }
+      seq = w.wake_seq.load(std::memory_order_acquire);
+    }
+    futex_wait(&w.wake_seq, seq);
   }
-  return true;
 }
 
 Fiber* Runtime::find_runnable(Worker& w) {
@@ -488,6 +503,7 @@ void Runtime::worker_loop(Worker& w) {
   // Timers are kept by the worker sleeping in the poller: the default 50 us timer slack would be
   // added to every sleep and timeout.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  OwnThread own;
   tls_worker = &w;
   bind_thread_state(w);
 #if defined(__SANITIZE_THREAD__)

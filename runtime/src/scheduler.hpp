@@ -108,7 +108,9 @@ struct alignas(64) Worker {
 
   // Sleeping.
   std::atomic<std::uint32_t> wake_seq{0};  // futex word
-  bool asleep = false;                     // guarded by Runtime::idle_mu_
+  bool asleep = false;                     // guarded by Runtime::idle_mu_: on the sleepers list
+  bool counted_spinning = false;           // idle_mu_: the waker that unlisted it counted it
+                                           // in nspinning_ (wake_all does not)
   bool spinning = false;                   // owner: counted in Runtime::nspinning_
   void* altstack = nullptr;                // owner: sigaltstack for the overflow handler
 
@@ -151,6 +153,9 @@ class Runtime {
   Fiber* pick_local(Worker& w) noexcept;
 
   std::uint64_t alloc_id(Worker* w) noexcept;
+  // Every few dozen scheduling rounds, fires due timers (busy workers keep time this way).
+  // Only where the worker holds no lock: after a switch's pending action ran.
+  void maybe_run_timers(Worker& w) noexcept;
 
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
   bool unwinding() const noexcept { return unwinding_; }

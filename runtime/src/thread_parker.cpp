@@ -28,18 +28,21 @@ ThreadParker& ThreadParker::current() noexcept {
 }
 
 void ThreadParker::park(bool (*commit)(void*), void* arg) {
+  // Counted as blocked from before the Waker is published until a waker flips the state: a
+  // thread that was woken but not yet scheduled must not look blocked to deadlock detection.
+  g_blocked.fetch_add(1, std::memory_order_acq_rel);
   state_.store(1, std::memory_order_seq_cst);
   if (!commit(arg)) {
     state_.store(0, std::memory_order_relaxed);
+    g_blocked.fetch_sub(1, std::memory_order_acq_rel);
     return;
   }
-  g_blocked.fetch_add(1, std::memory_order_acq_rel);
   while (state_.load(std::memory_order_acquire) == 1) futex_wait(&state_, 1);
-  g_blocked.fetch_sub(1, std::memory_order_acq_rel);
   state_.store(0, std::memory_order_relaxed);
 }
 
 void ThreadParker::wake() noexcept {
+  g_blocked.fetch_sub(1, std::memory_order_acq_rel);
   state_.store(2, std::memory_order_release);
   futex_wake(&state_, 1);
 }

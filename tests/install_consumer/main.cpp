@@ -1,0 +1,24 @@
+// Consumer of an installed weft: runs a tiny fiber program and prints its result; the install test
+// checks the line "weft consumer: 42 from 3 fibers" and the exit code.
+#include <weft/runtime.hpp>
+
+#include <cstdio>
+
+int main() {
+  weft::Stats st;
+  const int value = weft::run(
+      [&] {
+        auto a = weft::spawn([] { return 40; });
+        auto b = weft::spawn([] {
+          weft::this_fiber::yield();
+          return 2;
+        });
+        const int sum = a.join() + b.join();
+        st = weft::stats();
+        return sum;
+      },
+      weft::Options{.workers = 2});
+  std::printf("weft consumer: %d from %llu fibers\n", value,
+              static_cast<unsigned long long>(st.fibers_spawned));
+  return value == 42 ? 0 : 1;
+}
