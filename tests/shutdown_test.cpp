@@ -155,11 +155,12 @@ WEFT_TEST_OPAQUE long current_tid() { return syscall(SYS_gettid); }
 // nothing else was runnable during shutdown, so that worker never got back to its scheduler loop.)
 TEST_P(ShutdownTest, FiberYieldingOnAnotherWorkerIsUnwound) {
   std::atomic<int> unwound{0};
+  // Outside main's frame: the yielders keep writing them after main has returned.
+  std::atomic<long> yielder_tid{0};
+  std::atomic<int> started{0};
   const auto t0 = Clock::now();
   weft::run(
       [&] {
-        std::atomic<long> yielder_tid{0};
-        std::atomic<int> started{0};
         for (int i = 0; i < 4; ++i) {
           weft::go([&] {
             Unwound u{&unwound};

@@ -312,6 +312,12 @@ void this_fiber::yield() {
   Runtime* rt = w->rt;
   if (rt->unwinding() && std::uncaught_exceptions() == 0) throw FiberUnwind{};
   Fiber* next = rt->pick_local(*w);
+  if (!next) {
+    // A fiber that yields in a loop on an otherwise idle worker never switches, so it must keep
+    // time itself: due timers may make something runnable (a yielding fiber holds no spin lock).
+    rt->maybe_run_timers(*w, /*every_time=*/true);
+    next = rt->pick_local(*w);
+  }
   // Nothing else to run: keep going, unless the runtime is stopping, in which case the worker
   // must get back to its scheduler loop (the fiber is queued and unwound later).
   if (!next && !rt->stopping()) return;

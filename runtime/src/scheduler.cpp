@@ -300,8 +300,9 @@ Fiber* Runtime::steal(Worker& w) noexcept {
   return nullptr;
 }
 
-void Runtime::maybe_run_timers(Worker& w) noexcept {
-  if (w.schedtick % kTimerCheckInterval == 0 && timers_->earliest() <= now_ns()) {
+void Runtime::maybe_run_timers(Worker& w, bool every_time) noexcept {
+  if ((every_time || ++w.timer_tick % kTimerCheckInterval == 0) &&
+      timers_->earliest() <= now_ns()) {
     run_due_timers(w);
   }
 }

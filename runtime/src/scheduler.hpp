@@ -69,6 +69,7 @@ struct alignas(64) Worker {
   StackCache stacks;
   std::uint32_t schedtick = 0;
   std::uint32_t runnext_streak = 0;
+  std::uint32_t timer_tick = 0;
   std::uint64_t rng = 0;
   std::uint64_t next_id = 0, id_end = 0;  // batch of fiber ids handed to this worker
   int* errno_addr = nullptr;              // this thread's errno (bind_thread_state)
@@ -155,7 +156,7 @@ class Runtime {
   std::uint64_t alloc_id(Worker* w) noexcept;
   // Every few dozen scheduling rounds, fires due timers (busy workers keep time this way).
   // Only where the worker holds no lock: after a switch's pending action ran.
-  void maybe_run_timers(Worker& w) noexcept;
+  void maybe_run_timers(Worker& w, bool every_time = false) noexcept;
 
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
   bool unwinding() const noexcept { return unwinding_; }
