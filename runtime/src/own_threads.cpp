@@ -12,9 +12,10 @@
 namespace weft::detail {
 namespace {
 std::mutex g_mu;
+// Never destroyed: a detached thread may still be leaving while static destructors run.
 std::vector<pid_t>& own_tids() {
-  static std::vector<pid_t> tids;  // g_mu
-  return tids;
+  static auto* tids = new std::vector<pid_t>;  // g_mu
+  return *tids;
 }
 }  // namespace
 
