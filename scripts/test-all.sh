@@ -21,6 +21,8 @@ run_variant() {
   local wrap=()
   # GCC 12's TSan cannot map its shadow under a high-entropy ASLR layout on new kernels.
   [ "$name" = tsan ] && wrap=(setarch "$(uname -m)" -R)
+  export TSAN_OPTIONS="suppressions=$PWD/tools/sanitizers/tsan.supp halt_on_error=0 ${TSAN_OPTIONS:-}"
+  export ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}"
   (cd "$dir" && "${wrap[@]}" ctest --output-on-failure -j"$jobs" --timeout 600)
 }
 

@@ -1,11 +1,11 @@
 // blocking() pool; design in blocking_pool.hpp.
 #include "blocking_pool.hpp"
 
-#include "own_threads.hpp"
-
 #include <pthread.h>
 
 #include <chrono>
+
+#include "own_threads.hpp"
 
 namespace weft::detail {
 namespace {
@@ -25,11 +25,17 @@ void BlockingPool::submit(Job* job) {
   queue_.push_back(job);
   if (idle_ > 0) {
     cv_.notify_one();
-  } else if (alive_ < max_threads_) {
-    ++alive_;
-    threads_alive_.fetch_add(1, std::memory_order_relaxed);
-    std::thread([this] { thread_main(); }).detach();
+  } else if (alive_ == 0) {
+    // Creating a thread takes tens of microseconds (milliseconds under TSan) and this runs on a
+    // worker: only the first thread is created here; pool threads create the rest (below).
+    start_thread_locked();
   }
+}
+
+void BlockingPool::start_thread_locked() {
+  ++alive_;
+  threads_alive_.fetch_add(1, std::memory_order_relaxed);
+  std::thread([this] { thread_main(); }).detach();
 }
 
 void BlockingPool::thread_main() {
@@ -41,6 +47,8 @@ void BlockingPool::thread_main() {
       if (!queue_.empty()) {
         Job* job = queue_.front();
         queue_.pop_front();
+        // More jobs wait and nobody is free to take them: add a thread before running ours.
+        if (!queue_.empty() && idle_ == 0 && alive_ < max_threads_) start_thread_locked();
         lock.unlock();
         job->fn(job->arg);
         const Waker waker = job->waker;  // the job record dies once its fiber resumes

@@ -1,6 +1,8 @@
 // BlockingPool: kernel threads, kept apart from the workers, that run blocking() jobs. The
 // submitting fiber parks; the pool thread runs the job, then wakes the fiber. Threads start on
-// demand up to a bound and leave after sitting idle, so a quiet runtime holds none.
+// demand up to a bound and leave after sitting idle, so a quiet runtime holds none. A worker only
+// ever creates the first thread; a pool thread that finds more jobs queued and no idle peer
+// creates the next one, so workers do not stall on thread creation.
 // `inflight_` counts jobs from submission until their fiber was woken: deadlock detection and
 // shutdown read it (a fiber waiting on a job can still be woken).
 #pragma once
@@ -35,6 +37,7 @@ class BlockingPool {
 
  private:
   void thread_main();
+  void start_thread_locked();  // mu_ held
 
   const unsigned max_threads_;
   std::mutex mu_;

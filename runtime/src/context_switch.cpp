@@ -9,8 +9,8 @@
 #include <cerrno>
 
 #include "registry.hpp"
-#include "weft/detail/assert.hpp"
 #include "scheduler.hpp"
+#include "weft/detail/assert.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -64,7 +64,8 @@ inline void sanitizer_before_jump(Worker& w, Fiber* from, Fiber* to, bool from_e
 #if defined(__SANITIZE_ADDRESS__)
   void** save = from_exits ? nullptr : (from ? &from->asan_fake_stack : &w.sched_fake_stack);
   if (to) {
-    __sanitizer_start_switch_fiber(save, to->stack, w.rt->stacks().stack_size());
+    __sanitizer_start_switch_fiber(save, to->stack.load(std::memory_order_relaxed),
+                                   w.rt->stacks().stack_size());
   } else {
     __sanitizer_start_switch_fiber(save, w.thread_stack_bottom, w.thread_stack_size);
   }
@@ -113,9 +114,11 @@ void fiber_trampoline(transfer_t t) {
 
 void prepare_first_run(Worker& w, Fiber* f) {
   StackPool& pool = w.rt->stacks();
-  f->stack = pool.acquire(w.stacks);
+  char* stack = pool.acquire(w.stacks);
+  f->stack.store(stack, std::memory_order_relaxed);
   w.stacks_in_use.fetch_add(1, std::memory_order_relaxed);
-  f->ctx = make_fcontext(f->stack + pool.stack_size(), pool.stack_size(), &fiber_trampoline);
+  f->ctx.store(make_fcontext(stack + pool.stack_size(), pool.stack_size(), &fiber_trampoline),
+               std::memory_order_relaxed);
 #if defined(__SANITIZE_THREAD__)
   f->tsan_fiber = __tsan_create_fiber(0);
 #endif
@@ -130,9 +133,9 @@ void switch_to(Worker& w, Fiber* next) {
     WEFT_ASSERT(next != from, "switching a fiber to itself");
     WEFT_ASSERT(next->state.load(std::memory_order_relaxed) != FiberState::kDone,
                 "resuming a finished fiber");
-    if (!next->ctx) prepare_first_run(w, next);
+    if (!next->ctx.load(std::memory_order_relaxed)) prepare_first_run(w, next);
     next->state.store(FiberState::kRunning, std::memory_order_relaxed);
-    target = next->ctx;
+    target = next->ctx.load(std::memory_order_relaxed);
     w.switches.store(w.switches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   } else {
     target = w.sched_ctx;
@@ -161,7 +164,7 @@ void after_switch(void* from_ctx) {
   const Pending p = w.pending;
   w.pending.kind = Pending::kNone;
   if (p.from) {
-    p.from->ctx = from_ctx;
+    p.from->ctx.store(from_ctx, std::memory_order_relaxed);
   } else {
     w.sched_ctx = from_ctx;
   }
@@ -186,9 +189,9 @@ void after_switch(void* from_ctx) {
       break;
     case Pending::kExit: {
       Fiber* f = p.from;
-      w.rt->stacks().release(w.stacks, f->stack);
+      w.rt->stacks().release(w.stacks, f->stack.load(std::memory_order_relaxed));
       w.stacks_in_use.fetch_sub(1, std::memory_order_relaxed);
-      f->stack = nullptr;
+      f->stack.store(nullptr, std::memory_order_relaxed);
 #if defined(__SANITIZE_THREAD__)
       __tsan_destroy_fiber(f->tsan_fiber);
       f->tsan_fiber = nullptr;

@@ -256,14 +256,14 @@ void park(CommitFn commit, void* arg, WaitReason reason, std::int64_t reason_arg
   }
   Runtime* rt = w->rt;
   if (rt->unwinding() && std::uncaught_exceptions() == 0) throw FiberUnwind{};
-  self->wait_reason = reason;
-  self->wait_arg = reason_arg;
-  self->parked_at_ns = rt->coarse_now();
+  self->wait_reason.store(reason, std::memory_order_relaxed);
+  self->wait_arg.store(reason_arg, std::memory_order_relaxed);
+  self->parked_at_ns.store(rt->coarse_now(), std::memory_order_relaxed);
   w->parks.store(w->parks.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   w->pending = Pending{Pending::kPark, self, commit, arg};
   switch_to(*w, rt->pick_local(*w));
   Fiber* me = current_fiber();
-  me->wait_reason = WaitReason::kNone;
+  me->wait_reason.store(WaitReason::kNone, std::memory_order_relaxed);
   if (me->unwind_requests > 0 && std::uncaught_exceptions() == 0) throw FiberUnwind{};
 }
 

@@ -33,23 +33,24 @@ enum class FiberState : std::uint8_t { kCreated, kRunnable, kRunning, kParked, k
 const char* fiber_state_name(FiberState s) noexcept;
 
 struct Fiber {
-  fcontext_t ctx = nullptr;  // saved context; null until the fiber first runs
-  Fiber* next = nullptr;     // intrusive link for the global queue and ready lists
-  char* stack = nullptr;     // lowest usable byte of its stack; null until it first runs
+  // Atomics only so that dumps may read them while the fiber runs; every access is relaxed.
+  std::atomic<fcontext_t> ctx{nullptr};  // saved context; null until the fiber first runs
+  Fiber* next = nullptr;                 // intrusive link for the global queue and ready lists
+  std::atomic<char*> stack{nullptr};     // lowest usable byte of its stack; null until first run
   const ClosureOps* ops = nullptr;
   std::uint64_t id = 0;
   std::atomic<FiberState> state{FiberState::kCreated};
   std::uint8_t unwind_requests = 0;  // times shutdown resumed it to throw FiberUnwind
   bool is_main = false;              // run()'s main fiber: its end starts shutdown
   bool unwound = false;              // it ended by FiberUnwind rather than by returning
-  WaitReason wait_reason = WaitReason::kNone;
+  std::atomic<WaitReason> wait_reason{WaitReason::kNone};
   std::atomic<std::uint32_t> refs{1};
   std::atomic<std::uintptr_t> join_word{0};  // 0 running, 1 done, else a joiner's WaitNode*
   Fiber* reg_prev = nullptr;
   Fiber* reg_next = nullptr;
   std::string* name = nullptr;  // allocated by set_name only
-  std::int64_t wait_arg = -1;
-  std::int64_t parked_at_ns = 0;
+  std::atomic<std::int64_t> wait_arg{-1};
+  std::atomic<std::int64_t> parked_at_ns{0};
   // Per-fiber copies of thread state that the compiler and libstdc++ keep per kernel thread.
   void* eh_caught = nullptr;     // __cxa_eh_globals::caughtExceptions
   unsigned int eh_uncaught = 0;  // __cxa_eh_globals::uncaughtExceptions

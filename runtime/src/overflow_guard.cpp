@@ -37,10 +37,11 @@ void append_u64(char*& p, char* end, unsigned long long v) {
 void on_segv(int sig, siginfo_t* info, void* uctx) {
   Worker* w = current_worker();
   Fiber* f = w ? w->current : nullptr;
-  if (f && f->stack && g_rt && g_rt->stacks().guard_pages()) {
+  char* stack = f ? f->stack.load(std::memory_order_relaxed) : nullptr;
+  if (stack && g_rt && g_rt->stacks().guard_pages()) {
     const char* addr = static_cast<const char*>(info->si_addr);
     const std::size_t page = g_rt->stacks().page_size();
-    if (addr >= f->stack - page && addr < f->stack) {
+    if (addr >= stack - page && addr < stack) {
       char buf[512];
       char* p = buf;
       char* end = buf + sizeof(buf) - 1;

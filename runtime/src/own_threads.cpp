@@ -40,9 +40,8 @@ long count_foreign_threads() {
   }
   std::lock_guard lock(g_mu);
   const auto& own = own_tids();
-  return std::count_if(all.begin(), all.end(), [&](pid_t t) {
-    return std::find(own.begin(), own.end(), t) == own.end();
-  });
+  return std::count_if(all.begin(), all.end(),
+                       [&](pid_t t) { return std::find(own.begin(), own.end(), t) == own.end(); });
 }
 
 }  // namespace weft::detail

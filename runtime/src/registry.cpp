@@ -69,12 +69,17 @@ void Registry::dump(std::ostream& out, std::size_t stack_size, std::int64_t now_
   for_each([&](Fiber* f) {
     const FiberState st = f->state.load(std::memory_order_acquire);
     std::size_t used = 0;
-    if (f->stack && f->ctx && st != FiberState::kRunning) {
+    char* stack = f->stack.load(std::memory_order_relaxed);
+    auto* ctx = static_cast<char*>(f->ctx.load(std::memory_order_relaxed));
+    if (stack && ctx && st != FiberState::kRunning && ctx >= stack && ctx <= stack + stack_size) {
       // The saved context sits at the stack pointer: everything above it is in use.
-      used = static_cast<std::size_t>(f->stack + stack_size - static_cast<char*>(f->ctx));
+      used = static_cast<std::size_t>(stack + stack_size - ctx);
     }
-    rows.push_back(Row{f->id, f->name ? *f->name : std::string(), st, f->wait_reason, f->wait_arg,
-                       st == FiberState::kParked ? now_ns - f->parked_at_ns : 0, used});
+    rows.push_back(Row{
+        f->id, f->name ? *f->name : std::string(), st,
+        f->wait_reason.load(std::memory_order_relaxed), f->wait_arg.load(std::memory_order_relaxed),
+        st == FiberState::kParked ? now_ns - f->parked_at_ns.load(std::memory_order_relaxed) : 0,
+        used});
   });
   out << "weft: " << rows.size() << " fibers\n";
   for (const Row& r : rows) {

@@ -540,7 +540,7 @@ void Runtime::shutdown_unwind(Worker& w) {
   constexpr int kMaxUnwindRequests = 3;
   for (;;) {
     while (Fiber* f = pop_any(w)) {
-      if (!f->ctx) {
+      if (!f->ctx.load(std::memory_order_relaxed)) {
         fiber_drop_unstarted(f);  // never ran: destroy its closure, nothing to unwind
       } else {
         resume_from_scheduler(w, f);  // it throws FiberUnwind at its next park or yield
