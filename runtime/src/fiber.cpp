@@ -9,6 +9,7 @@
 #include <string>
 
 #include "blocking_pool.hpp"
+#include "fiber_alloc.hpp"
 #include "registry.hpp"
 #include "scheduler.hpp"
 #include "thread_parker.hpp"
@@ -113,11 +114,13 @@ Fiber* fiber_create(const ClosureOps* ops, std::size_t closure_size, std::size_t
   Runtime& rt = runtime_or_throw("weft::go/weft::spawn");
   const std::size_t align = closure_align > alignof(Fiber) ? closure_align : alignof(Fiber);
   const std::size_t offset = (sizeof(Fiber) + closure_align - 1) / closure_align * closure_align;
-  void* mem = ::operator new(offset + closure_size, std::align_val_t(align));
+  const bool pooled = FiberAlloc::fits(offset + closure_size, align);
+  void* mem = pooled ? FiberAlloc::allocate()
+                     : ::operator new(offset + closure_size, std::align_val_t(align));
   Fiber* f = ::new (mem) Fiber();
   f->ops = ops;
   f->storage_offset = static_cast<std::uint32_t>(offset);
-  f->alloc_align = static_cast<std::uint32_t>(align);
+  f->alloc_align = pooled ? 0 : static_cast<std::uint32_t>(align);
   f->id = rt.alloc_id(current_worker());
   *storage = f->storage();
   return f;
@@ -132,7 +135,11 @@ void fiber_abandon(Fiber* f) noexcept {
   delete f->name;
   const std::size_t align = f->alloc_align;
   f->~Fiber();
-  ::operator delete(f, std::align_val_t(align));
+  if (align == 0) {
+    FiberAlloc::deallocate(f);
+  } else {
+    ::operator delete(f, std::align_val_t(align));
+  }
 }
 
 void fiber_start(Fiber* f, bool joinable) {

@@ -64,7 +64,7 @@ struct Fiber {
 
   void* storage() noexcept { return reinterpret_cast<char*>(this) + storage_offset; }
   std::uint32_t storage_offset = 0;  // closure storage starts here, aligned for the closure
-  std::uint32_t alloc_align = 0;     // alignment the allocation was made with
+  std::uint32_t alloc_align = 0;     // operator new's alignment; 0: from FiberAlloc
 };
 
 }  // namespace weft::detail

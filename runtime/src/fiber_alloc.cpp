@@ -1,0 +1,82 @@
+// Fiber header allocator; design in fiber_alloc.hpp.
+#include "fiber_alloc.hpp"
+
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace weft::detail {
+namespace {
+
+struct FreeChunk {
+  FreeChunk* next;
+};
+
+struct Global {
+  std::mutex mu;
+  std::vector<FreeChunk*> batches;  // each a list of exactly kBatch chunks
+};
+
+Global& global() {
+  static auto* g = new Global;  // immortal: threads may free chunks during static destruction
+  return *g;
+}
+
+struct ThreadCache {
+  FreeChunk* head = nullptr;
+  std::size_t count = 0;
+  ~ThreadCache() {
+    // Give everything back, in batches, so other threads can reuse it.
+    while (count >= FiberAlloc::kBatch) give_batch();
+    while (head) {
+      FreeChunk* c = head;
+      head = c->next;
+      ::operator delete(c, std::align_val_t(FiberAlloc::kAlign));
+    }
+  }
+  void give_batch() noexcept {
+    FreeChunk* batch = head;
+    FreeChunk* last = head;
+    for (std::size_t i = 1; i < FiberAlloc::kBatch; ++i) last = last->next;
+    head = last->next;
+    last->next = nullptr;
+    count -= FiberAlloc::kBatch;
+    Global& g = global();
+    std::lock_guard lock(g.mu);
+    g.batches.push_back(batch);
+  }
+};
+
+thread_local ThreadCache t_cache;
+
+}  // namespace
+
+void* FiberAlloc::allocate() {
+  ThreadCache& c = t_cache;
+  if (!c.head) {
+    Global& g = global();
+    std::unique_lock lock(g.mu);
+    if (!g.batches.empty()) {
+      c.head = g.batches.back();
+      g.batches.pop_back();
+      c.count = kBatch;
+    } else {
+      lock.unlock();
+      return ::operator new(kChunk, std::align_val_t(kAlign));
+    }
+  }
+  FreeChunk* chunk = c.head;
+  c.head = chunk->next;
+  --c.count;
+  return chunk;
+}
+
+void FiberAlloc::deallocate(void* p) noexcept {
+  ThreadCache& c = t_cache;
+  auto* chunk = static_cast<FreeChunk*>(p);
+  chunk->next = c.head;
+  c.head = chunk;
+  if (++c.count >= 2 * kBatch) c.give_batch();
+}
+
+}  // namespace weft::detail
