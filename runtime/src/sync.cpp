@@ -68,6 +68,9 @@ constexpr std::int64_t kStarvationNs = 1000000;  // 1 ms, as in Go
 // ----------------------------------------------------------------------------------------
 
 void Mutex::lock() {
+  // Checked even when uncontended, so that misuse from a plain thread fails the same way every
+  // time instead of only under contention (a kernel thread must never park here).
+  detail::require_fiber("weft::Mutex::lock()");
   std::uint32_t expected = 0;
   if (state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire)) return;
   lock_slow();
@@ -82,7 +85,6 @@ bool Mutex::try_lock() noexcept {
 }
 
 void Mutex::lock_slow() {
-  detail::require_fiber("weft::Mutex::lock()");
   for (int i = 0; i < 32; ++i) {
     if (try_lock()) return;
     __builtin_ia32_pause();
