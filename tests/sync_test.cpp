@@ -4,6 +4,8 @@
 // all, wait_for/wait_until time out), WaitGroup (many fibers, plain-thread waiters and done()
 // callers, destruction right after wait() returns, negative counter) and Semaphore
 // (acquire/release/try_acquire, release(n) wakes exactly n, plain threads on either side).
+#include "weft/sync.hpp"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,7 +19,6 @@
 
 #include "test_util.hpp"
 #include "weft/runtime.hpp"
-#include "weft/sync.hpp"
 
 namespace {
 
@@ -414,7 +415,9 @@ TEST_P(SyncDeathTest, CondVarTimeoutsRaceWithNotify) {
 TEST_P(SyncTest, CondVarWaitOutsideAFiberThrowsLogicError) {
   weft::Mutex mu;
   weft::CondVar cv;
-  std::unique_lock lock(mu);  // uncontended: the fast path needs no fiber
+  EXPECT_THROW(mu.lock(), std::logic_error);    // lock() needs a fiber, contended or not
+  std::unique_lock lock(mu, std::try_to_lock);  // try_lock never parks: allowed anywhere
+  ASSERT_TRUE(lock.owns_lock());
   EXPECT_THROW(cv.wait(lock), std::logic_error);
   EXPECT_THROW(cv.wait_for(lock, 1ms), std::logic_error);
   EXPECT_TRUE(lock.owns_lock());
