@@ -203,7 +203,17 @@ bool fiber_join(Fiber* f) {
       throw;
     }
   }
-  return !f->unwound;
+  if (f->unwound) {
+    // The joined fiber was unwound at shutdown. A joining fiber is being shut down too: unwind
+    // it as well rather than hand it an error it would have to handle (it might be a go() fiber,
+    // for which any escaping exception is fatal).
+    Runtime* rt = current_runtime();
+    if (rt && rt->unwinding() && in_fiber() && std::uncaught_exceptions() == 0) {
+      throw FiberUnwind{};
+    }
+    return false;
+  }
+  return true;
 }
 
 [[noreturn]] void die_uncaught_exception(const char* what) noexcept {

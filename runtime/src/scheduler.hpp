@@ -233,7 +233,9 @@ void prepare_first_run(Worker& w, Fiber* f);
 void after_switch(void* from_ctx);
 // Caches the calling thread's errno and exception-globals addresses in `w` (its own thread).
 void bind_thread_state(Worker& w) noexcept;
-[[noreturn]] void exit_current_fiber(Worker& w);
+// Never returns, but deliberately not [[noreturn]]: ASan instruments calls to noreturn functions
+// with __asan_handle_no_return, which misreads a fiber stack (seen at -O0).
+void exit_current_fiber(Worker& w);
 
 // Fiber lifecycle helpers (fiber.cpp).
 void fiber_finished_bookkeeping(Worker& w, Fiber* f);  // join wake-up, registry, main-fiber end
