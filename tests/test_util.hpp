@@ -4,7 +4,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <weft/runtime.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+#include <weft/runtime.hpp>
 
 // Functions that must really be called (never inlined, never analysed as pure/const by IPA), so
 // that thread-local addresses and errno are looked up again after a fiber may have migrated.
@@ -97,6 +97,6 @@ inline bool run_known_bugs() {
   if (!::weft_test::run_known_bugs()) GTEST_SKIP() << "BUG: " << why
 
 // Instantiates a WorkersTest-derived suite with workers = 1, 2, 4 and 8 (names end in /w1 ... /w8).
-#define WEFT_INSTANTIATE_WORKERS(Suite)                                                  \
+#define WEFT_INSTANTIATE_WORKERS(Suite)                                       \
   INSTANTIATE_TEST_SUITE_P(Workers, Suite, ::testing::Values(1u, 2u, 4u, 8u), \
                            ::weft_test::WorkersName)

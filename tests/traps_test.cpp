@@ -329,6 +329,78 @@ TEST_P(TrapsTest, MillionSemaphoreHandoffsLoseNoWakeup) {
               static_cast<unsigned long long>(r.parks));
 }
 
+// A ping-pong pair settles on one worker (the woken fiber runs next on its waker's worker), so the
+// test above mostly races park and wake on one thread. Here a coordinator wakes a whole crew at
+// once (fan-out): all but the last woken land in the run queue, idle workers steal them, and their
+// acknowledgements (fan-in) wake the coordinator from other workers, often while it is still on
+// its way into the park; the crew, in turn, is woken from the coordinator's worker. Exact counts;
+// cross-thread wake-ups are counted and must happen with 4+ workers.
+TEST_P(TrapsTest, FanOutFanInWakesAcrossWorkers) {
+  const std::int64_t kHandoffs = scaled(200000);
+  const int kCrew = 16;
+  const std::int64_t kRounds = kHandoffs / (2 * kCrew);
+  std::vector<std::unique_ptr<weft::Semaphore>> go_sems;  // outlive run(), like the ping-pong's
+  for (int i = 0; i < kCrew; ++i) go_sems.push_back(std::make_unique<weft::Semaphore>(0));
+  weft::Semaphore done(0);
+  std::vector<std::atomic<std::int64_t>> rounds(kCrew);
+  std::atomic<std::int64_t> moved{0};  // resumed on another thread than the one it parked on
+  struct Result {
+    bool completed = false;
+    double ms = 0;
+  };
+  const Result r = weft::run(
+      [&] {
+        Result r;
+        const auto t0 = Clock::now();
+        const auto deadline = t0 + 60s;
+        for (int i = 0; i < kCrew; ++i) {
+          weft::go([&, i] {
+            std::int64_t my_moves = 0;
+            for (std::int64_t k = 0; k < kRounds; ++k) {
+              const pid_t before = current_tid();
+              go_sems[i]->acquire();
+              if (current_tid() != before) ++my_moves;
+              rounds[i].fetch_add(1, std::memory_order_relaxed);
+              done.release();
+            }
+            moved += my_moves;
+          });
+        }
+        std::int64_t coordinator_moves = 0;
+        for (std::int64_t k = 0; k < kRounds; ++k) {
+          if (Clock::now() > deadline) {
+            ADD_FAILURE() << "too slow: " << k << " of " << kRounds << " rounds in 60 s";
+            return r;
+          }
+          for (auto& g : go_sems) g->release();
+          for (int i = 0; i < kCrew; ++i) {
+            const pid_t before = current_tid();
+            done.acquire();
+            if (current_tid() != before) ++coordinator_moves;
+          }
+        }
+        moved += coordinator_moves;
+        r.completed = true;
+        r.ms = ms_since(t0);
+        return r;
+      },
+      opts());
+  ASSERT_TRUE(r.completed);
+  for (int i = 0; i < kCrew; ++i) {
+    EXPECT_EQ(rounds[i].load(), kRounds) << "crew fiber " << i;
+    EXPECT_EQ(go_sems[i]->available(), 0);
+  }
+  EXPECT_EQ(done.available(), 0);
+  if (workers() == 1) {
+    EXPECT_EQ(moved.load(), 0);
+  } else if (workers() >= 4) {
+    EXPECT_GT(moved.load(), 0) << "no fiber was ever woken onto another worker";
+  }
+  std::printf("[ info ] %lld fan-out/fan-in hand-offs in %.0f ms, %lld resumed on another thread\n",
+              static_cast<long long>(2 * kRounds * kCrew), r.ms,
+              static_cast<long long>(moved.load()));
+}
+
 TEST_P(TrapsTest, MutexCondVarHandshakesLoseNoWakeup) {
   const std::int64_t kRounds = scaled(20000);
   const int kPairs = 4;

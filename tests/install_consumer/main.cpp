@@ -1,8 +1,7 @@
 // Consumer of an installed weft: runs a tiny fiber program and prints its result; the install test
 // checks the line "weft consumer: 42 from 3 fibers" and the exit code.
-#include <weft/runtime.hpp>
-
 #include <cstdio>
+#include <weft/runtime.hpp>
 
 int main() {
   weft::Stats st;
