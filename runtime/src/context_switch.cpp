@@ -115,6 +115,11 @@ void fiber_trampoline(transfer_t t) {
 void prepare_first_run(Worker& w, Fiber* f) {
   StackPool& pool = w.rt->stacks();
   char* stack = pool.acquire(w.stacks);
+#if defined(__SANITIZE_ADDRESS__)
+  // A fiber that exits never returns from its frames, so their scope poisoning stays in the
+  // shadow memory; a reused stack must start clean.
+  ASAN_UNPOISON_MEMORY_REGION(stack, pool.stack_size());
+#endif
   f->stack.store(stack, std::memory_order_relaxed);
   w.stacks_in_use.fetch_add(1, std::memory_order_relaxed);
   f->ctx.store(make_fcontext(stack + pool.stack_size(), pool.stack_size(), &fiber_trampoline),
