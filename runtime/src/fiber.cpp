@@ -161,7 +161,6 @@ void fiber_release(Fiber* f) noexcept {
   if (f->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) fiber_free(f);
 }
 
-void* fiber_storage(Fiber* f) noexcept { return f->storage(); }
 std::uint64_t fiber_id(const Fiber* f) noexcept { return f->id; }
 
 void fiber_finished_bookkeeping(Worker& w, Fiber* f) {

@@ -172,10 +172,6 @@ void Runtime::push_global(Fiber* f) noexcept {
   }
 }
 
-void Runtime::push_global_list(FiberList& list) noexcept {
-  while (Fiber* f = list.pop()) push_global(f);
-}
-
 void Runtime::push_local(Worker& w, Fiber* f) noexcept {
   WEFT_ASSERT(current_worker() == &w, "push_local from a thread that does not own the queue");
   while (!w.runq.push(f)) {

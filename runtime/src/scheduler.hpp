@@ -144,7 +144,6 @@ class Runtime {
   void push_global(Fiber* f) noexcept;
   // Owner only: appends to w's run queue, moving half of a full queue to the global queue.
   void push_local(Worker& w, Fiber* f) noexcept;
-  void push_global_list(FiberList& list) noexcept;
   // Wakes an idle worker if none is spinning, so new work does not wait.
   void wake_idle_worker() noexcept;
   // A new earliest timer: make sure some idle worker recomputes its sleep.

@@ -32,7 +32,6 @@ void fiber_start(Fiber* f, bool joinable);
 bool fiber_join(Fiber* f);
 // Drops the joiner's reference (join done, or Task destroyed unjoined).
 void fiber_release(Fiber* f) noexcept;
-void* fiber_storage(Fiber* f) noexcept;
 std::uint64_t fiber_id(const Fiber* f) noexcept;
 
 // Prints "weft: fiber <id> "<name>" ..." for an exception that escaped a go() fiber, then aborts.
