@@ -18,6 +18,7 @@ namespace {
 constexpr std::size_t kAltStackSize = 64 * 1024;
 struct sigaction g_previous;
 bool g_installed = false;
+thread_local stack_t t_previous_altstack{};  // restored when the worker stops (ASan has its own)
 Runtime* g_rt = nullptr;
 
 void append(char*& p, char* end, const char* s) {
@@ -97,7 +98,7 @@ void install_overflow_altstack(Worker& w) {
   stack_t ss{};
   ss.ss_sp = mem;
   ss.ss_size = kAltStackSize;
-  if (sigaltstack(&ss, nullptr) != 0) {
+  if (sigaltstack(&ss, &t_previous_altstack) != 0) {
     munmap(mem, kAltStackSize);
     return;
   }
@@ -106,9 +107,14 @@ void install_overflow_altstack(Worker& w) {
 
 void remove_overflow_altstack(Worker& w) {
   if (!w.altstack) return;
-  stack_t ss{};
-  ss.ss_flags = SS_DISABLE;
-  sigaltstack(&ss, nullptr);
+  if (t_previous_altstack.ss_sp && !(t_previous_altstack.ss_flags & SS_DISABLE)) {
+    sigaltstack(&t_previous_altstack, nullptr);
+  } else {
+    stack_t ss{};
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, nullptr);
+  }
+  t_previous_altstack = stack_t{};
   munmap(w.altstack, kAltStackSize);
   w.altstack = nullptr;
 }

@@ -517,7 +517,7 @@ void Runtime::main_finished() noexcept {
   wake_all();
 }
 
-Fiber* Runtime::pop_any(Worker& w) noexcept {
+Fiber* Runtime::pop_any() noexcept {
   for (auto& v : workers_) {
     if (Fiber* f = v->runnext.exchange(nullptr, std::memory_order_acq_rel)) return f;
     if (Fiber* f = v->runq.pop()) return f;
@@ -528,14 +528,13 @@ Fiber* Runtime::pop_any(Worker& w) noexcept {
     gq_size_.fetch_sub(1, std::memory_order_relaxed);
     return f;
   }
-  (void)w;
   return nullptr;
 }
 
 void Runtime::shutdown_unwind(Worker& w) {
   constexpr int kMaxUnwindRequests = 3;
   for (;;) {
-    while (Fiber* f = pop_any(w)) {
+    while (Fiber* f = pop_any()) {
       if (!f->ctx.load(std::memory_order_relaxed)) {
         fiber_drop_unstarted(f);  // never ran: destroy its closure, nothing to unwind
       } else {

@@ -173,7 +173,6 @@ class Runtime {
   void wake_all() noexcept;
 
  private:
-  friend struct WorkerLoop;
   void worker_loop(Worker& w);
   Fiber* find_runnable(Worker& w);  // blocks in the idle path; null when stopping
   Fiber* steal(Worker& w) noexcept;
@@ -188,7 +187,7 @@ class Runtime {
   bool sleep(Worker& w);  // returns after a wake; false if it found work on re-check
   void shutdown_unwind(Worker& w);
   void stop_spinning(Worker& w) noexcept;
-  Fiber* pop_any(Worker& w) noexcept;  // shutdown: any queued fiber of any worker
+  Fiber* pop_any() noexcept;  // shutdown: any queued fiber of any worker
 
   Options opts_;
   std::vector<std::unique_ptr<Worker>> workers_;
