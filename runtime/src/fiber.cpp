@@ -283,6 +283,12 @@ void park(CommitFn commit, void* arg, WaitReason reason, std::int64_t reason_arg
   if (me->unwind_requests > 0 && std::uncaught_exceptions() == 0) throw FiberUnwind{};
 }
 
+void thread_park_until(CommitFn commit, void* arg, std::int64_t deadline_ns, CommitFn timed_out,
+                       void* timeout_arg) {
+  WEFT_ASSERT(!current_fiber(), "thread_park_until() called from a fiber");
+  ThreadParker::current().park_until(commit, arg, deadline_ns, timed_out, timeout_arg);
+}
+
 std::int64_t now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())

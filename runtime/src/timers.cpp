@@ -7,6 +7,10 @@
 
 namespace weft::detail {
 
+TimerHeap::~TimerHeap() {
+  for (Timer* t : heap_) t->heap_index = -1;
+}
+
 bool TimerHeap::add(Timer* t) {
   std::lock_guard lock(mu_);
   WEFT_ASSERT(t->heap_index < 0, "timer armed twice");

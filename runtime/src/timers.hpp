@@ -20,6 +20,13 @@ class TimerHeap {
  public:
   static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 
+  TimerHeap() = default;
+  TimerHeap(const TimerHeap&) = delete;
+  TimerHeap& operator=(const TimerHeap&) = delete;
+  // Timers still armed when the runtime ends (a pending after() channel that outlives run())
+  // are marked unarmed, so a later timer_cancel() on them never indexes another runtime's heap.
+  ~TimerHeap();
+
   // Returns true if `t` became the earliest timer (an idle sleeper may need a shorter sleep).
   bool add(Timer* t);
   bool cancel(Timer* t) noexcept;

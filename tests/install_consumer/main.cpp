@@ -1,18 +1,21 @@
-// Consumer of an installed weft: runs a tiny fiber program and prints its result; the install test
-// checks the line "weft consumer: 42 from 3 fibers" and the exit code.
+// Consumer of an installed weft: runs a tiny fiber program through the umbrella header and target
+// and prints its result; the install test checks the line "weft consumer: 42 from 3 fibers" and
+// the exit code.
 #include <cstdio>
-#include <weft/runtime.hpp>
+#include <weft/weft.hpp>
 
 int main() {
   weft::Stats st;
   const int value = weft::run(
       [&] {
-        auto a = weft::spawn([] { return 40; });
+        weft::Chan<int> ch(1);
+        auto a = weft::spawn([ch] { ch.send(40); });
         auto b = weft::spawn([] {
           weft::this_fiber::yield();
           return 2;
         });
-        const int sum = a.join() + b.join();
+        a.join();
+        const int sum = *ch.recv() + b.join();
         st = weft::stats();
         return sum;
       },

@@ -69,6 +69,13 @@ class Waker {
 using CommitFn = bool (*)(void* arg);
 void park(CommitFn commit, void* arg, WaitReason reason, std::int64_t reason_arg = -1);
 
+// Plain threads only (fibers use runtime Timers): park() with a deadline. If no wake() has come
+// by deadline_ns (steady clock), timed_out(timeout_arg) runs on the parked thread: it returns
+// true when it made sure that no wake() will come (it won the primitive's CAS), and park returns;
+// false means a waker already claimed the thread, which then waits for that wake().
+void thread_park_until(CommitFn commit, void* arg, std::int64_t deadline_ns, CommitFn timed_out,
+                       void* timeout_arg);
+
 // True when called from a fiber of a running runtime.
 bool in_fiber() noexcept;
 // Throws std::logic_error("weft: <what> needs a fiber ...") outside a fiber.

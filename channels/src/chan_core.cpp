@@ -1,0 +1,225 @@
+// Channel lifecycle and the plain send/recv/close paths; design and invariants in chan_core.hpp.
+#include "chan_core.hpp"
+
+#include <new>
+
+#include "timer_chan.hpp"
+
+namespace weft::detail {
+namespace {
+
+// park()'s commit for a plain op: release the channel lock once the caller is parked.
+// `committed` tells the FiberUnwind handler whether the lock was released (see park.hpp).
+struct UnlockCommit {
+  SpinLock* lock;
+  bool committed = false;
+  static bool run(void* a) {
+    auto* c = static_cast<UnlockCommit*>(a);
+    c->committed = true;
+    c->lock->unlock();
+    return true;
+  }
+};
+
+// Queues `w` on `q` (lock held) and parks until a peer or close() completes it. On shutdown
+// unwinding it withdraws the waiter, or destroys a value that a sender already delivered.
+void wait_on(ChanCore* c, WaiterQueue& q, ChanWaiter& w, bool is_recv) {
+  w.waker = Waker::current();
+  q.push_back(&w);
+  UnlockCommit commit{&c->lock};
+  try {
+    park(&UnlockCommit::run, &commit, is_recv ? WaitReason::kChanRecv : WaitReason::kChanSend);
+  } catch (const FiberUnwind&) {
+    if (commit.committed) c->lock.lock();
+    if (w.linked) {
+      q.remove(&w);
+    } else if (is_recv && w.success) {
+      c->destroy_elem(w.slot);
+    }
+    c->lock.unlock();
+    throw;
+  }
+}
+
+}  // namespace
+
+TryResult send_locked(ChanCore* c, void* src, Waker* wake) noexcept {
+  c->check_invariants();
+  if (c->closed.load(std::memory_order_relaxed)) return TryResult::kClosed;
+  if (ChanWaiter* r = c->recvq.claim()) {
+    // A parked receiver: the buffer is empty, so hand the value straight to it.
+    c->move_elem(r->slot, src);
+    r->success = true;
+    *wake = r->waker;
+    return TryResult::kDone;
+  }
+  const std::size_t n = c->count.load(std::memory_order_relaxed);
+  if (n < c->cap) {
+    c->move_elem(c->slot_at(c->sendx), src);
+    if (++c->sendx == c->cap) c->sendx = 0;
+    c->count.store(n + 1, std::memory_order_relaxed);
+    return TryResult::kDone;
+  }
+  return TryResult::kNotReady;
+}
+
+TryResult recv_locked(ChanCore* c, void* dst, Waker* wake) noexcept {
+  c->check_invariants();
+  const std::size_t n = c->count.load(std::memory_order_relaxed);
+  if (ChanWaiter* s = c->sendq.claim()) {
+    if (c->cap == 0) {
+      c->move_elem(dst, s->slot);
+    } else {
+      // Full buffer with a parked sender: take the head, and the sender's value becomes the
+      // tail (same slot, as the ring is full), so FIFO order holds.
+      WEFT_ASSERT(n == c->cap, "sender parked on a buffered channel that has room");
+      void* head = c->slot_at(c->recvx);
+      c->move_elem(dst, head);
+      c->destroy_elem(head);
+      c->move_elem(head, s->slot);
+      if (++c->recvx == c->cap) c->recvx = 0;
+      c->sendx = c->recvx;
+    }
+    s->success = true;
+    *wake = s->waker;
+    return TryResult::kDone;
+  }
+  if (n > 0) {
+    void* head = c->slot_at(c->recvx);
+    c->move_elem(dst, head);
+    c->destroy_elem(head);
+    if (++c->recvx == c->cap) c->recvx = 0;
+    c->count.store(n - 1, std::memory_order_relaxed);
+    return TryResult::kDone;
+  }
+  if (c->closed.load(std::memory_order_relaxed)) return TryResult::kClosed;
+  return TryResult::kNotReady;
+}
+
+void park_forever(WaitReason reason) {
+  for (;;) park([](void*) { return true; }, nullptr, reason);
+}
+
+ChanCore* chan_make(std::size_t capacity, const ElemOps* ops) {
+  // Header and ring in one allocation; the ring starts at an offset aligned for T.
+  const std::size_t align = ops->align > alignof(ChanCore) ? ops->align : alignof(ChanCore);
+  const std::size_t header = (sizeof(ChanCore) + ops->align - 1) / ops->align * ops->align;
+  if (capacity > (SIZE_MAX - header) / (ops->size ? ops->size : 1)) throw std::bad_alloc();
+  void* mem = ::operator new (header + capacity * ops->size, std::align_val_t{align});
+  return ::new (mem) ChanCore(capacity, ops, static_cast<char*>(mem) + header);
+}
+
+void chan_retain(ChanCore* c) noexcept {
+  if (c) c->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void chan_release(ChanCore* c) noexcept {
+  if (!c || c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (c->timer) destroy_timer(c);
+  // Nobody else holds the channel, so no waiter can be queued (a waiter holds a handle).
+  std::size_t n = c->count.load(std::memory_order_relaxed);
+  for (std::size_t i = c->recvx; n > 0; --n) {
+    c->destroy_elem(c->slot_at(i));
+    if (++i == c->cap) i = 0;
+  }
+  const std::size_t align = c->ops->align > alignof(ChanCore) ? c->ops->align : alignof(ChanCore);
+  c->~ChanCore();
+  ::operator delete (static_cast<void*>(c), std::align_val_t{align});
+}
+
+ChanResult chan_send(ChanCore* c, void* src, bool block) {
+  if (!c) {
+    if (!block) return ChanResult::kWouldBlock;
+    park_forever(WaitReason::kChanSend);
+  }
+  Waker wake;
+  c->lock.lock();
+  switch (send_locked(c, src, &wake)) {
+    case TryResult::kDone:
+      c->lock.unlock();
+      if (!wake.empty()) wake.wake();
+      return ChanResult::kOk;
+    case TryResult::kClosed:
+      c->lock.unlock();
+      return ChanResult::kClosed;
+    case TryResult::kNotReady:
+      break;
+  }
+  if (!block) {
+    c->lock.unlock();
+    return ChanResult::kWouldBlock;
+  }
+  ChanWaiter w;
+  w.slot = src;
+  wait_on(c, c->sendq, w, /*is_recv=*/false);
+  return w.success ? ChanResult::kOk : ChanResult::kClosed;
+}
+
+ChanResult chan_recv(ChanCore* c, void* dst, bool block) {
+  if (!c) {
+    if (!block) return ChanResult::kWouldBlock;
+    park_forever(WaitReason::kChanRecv);
+  }
+  if (!block && c->count.load(std::memory_order_relaxed) == 0 && c->cap > 0 &&
+      !c->closed.load(std::memory_order_acquire)) {
+    // Go's lock-free "empty and open" check: a buffered channel with nothing in it. (Senders
+    // cannot be parked on an empty buffered channel.)
+    return ChanResult::kWouldBlock;
+  }
+  Waker wake;
+  c->lock.lock();
+  switch (recv_locked(c, dst, &wake)) {
+    case TryResult::kDone:
+      c->lock.unlock();
+      if (!wake.empty()) wake.wake();
+      return ChanResult::kOk;
+    case TryResult::kClosed:
+      c->lock.unlock();
+      return ChanResult::kClosed;
+    case TryResult::kNotReady:
+      break;
+  }
+  if (!block) {
+    c->lock.unlock();
+    return ChanResult::kWouldBlock;
+  }
+  ChanWaiter w;
+  w.slot = dst;
+  wait_on(c, c->recvq, w, /*is_recv=*/true);
+  return w.success ? ChanResult::kOk : ChanResult::kClosed;
+}
+
+void chan_close(ChanCore* c) {
+  if (!c) throw std::logic_error("weft::Chan::close: close of a nil channel");
+  c->lock.lock();
+  if (c->closed.load(std::memory_order_relaxed)) {
+    c->lock.unlock();
+    throw ChannelClosed("weft::Chan::close: close of a closed channel");
+  }
+  c->closed.store(true, std::memory_order_release);
+  // Claim every waiter under the lock, chain them through `next`, wake them after unlocking.
+  // Receivers get "closed" (nothing constructed); senders get "closed" and throw ChannelClosed.
+  ChanWaiter* woken = nullptr;
+  for (WaiterQueue* q : {&c->recvq, &c->sendq}) {
+    while (ChanWaiter* w = q->claim()) {
+      w->success = false;
+      w->next = woken;
+      woken = w;
+    }
+  }
+  c->lock.unlock();
+  while (woken) {
+    ChanWaiter* next = woken->next;  // read before wake(): the waiter's frame may then vanish
+    const Waker waker = woken->waker;
+    waker.wake();
+    woken = next;
+  }
+}
+
+std::size_t chan_size(const ChanCore* c) noexcept {
+  return c ? c->count.load(std::memory_order_relaxed) : 0;
+}
+
+std::size_t chan_capacity(const ChanCore* c) noexcept { return c ? c->cap : 0; }
+
+}  // namespace weft::detail

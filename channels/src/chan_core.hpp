@@ -1,0 +1,145 @@
+// ChanCore: Go's hchan, type-erased. One SpinLock per channel guards every field below it, the
+// ring buffer and both wait queues, and every ChanWaiter while it is linked.
+//
+// Invariants (checked with WEFT_ASSERT in debug builds):
+//  - at most one of recvq / sendq is non-empty: a waiter is only queued when the op could not
+//    complete, i.e. there was nobody on the other side and no buffer room/value;
+//  - count <= cap; sendq non-empty implies count == cap; recvq non-empty implies count == 0;
+//  - once closed, both queues are empty and stay empty.
+//
+// Hand-off: an op that finds a waiter on the other side moves the value directly between the two
+// slots (skipping the buffer for unbuffered channels; through it for a full buffered one, to keep
+// FIFO), records the outcome in the waiter, unlocks, and only then wakes it. A waiter's frame may
+// vanish right after wake(), so nothing touches it after the unlock.
+//
+// select: a waiter of a select carries `sel`, shared by all the waiters of that select. Whoever
+// takes such a waiter off a queue first wins `sel->fired` by CAS (-1 -> case index); losers skip
+// it. The selecting fiber removes its remaining waiters itself after it wakes.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "weft/detail/assert.hpp"
+#include "weft/detail/chan_core.hpp"
+#include "weft/detail/park.hpp"
+#include "weft/detail/spin_lock.hpp"
+
+namespace weft::detail {
+
+struct SelectWait {
+  std::atomic<std::int32_t> fired{-1};  // -1 pending, >= 0 winning case, kAbandoned at unwind
+  static constexpr std::int32_t kAbandoned = -2;
+};
+
+struct ChanWaiter {
+  Waker waker;
+  ChanWaiter* prev = nullptr;
+  ChanWaiter* next = nullptr;
+  void* slot = nullptr;       // send: value to move from; recv: storage to construct into
+  SelectWait* sel = nullptr;  // null for a plain send/recv
+  std::uint32_t case_index = 0;
+  bool linked = false;
+  bool success = false;  // set by the waker: value moved (true) or channel closed (false)
+};
+
+class WaiterQueue {
+ public:
+  bool empty() const noexcept { return head_ == nullptr; }
+  void push_back(ChanWaiter* w) noexcept {
+    w->prev = tail_;
+    w->next = nullptr;
+    (tail_ ? tail_->next : head_) = w;
+    tail_ = w;
+    w->linked = true;
+  }
+  void remove(ChanWaiter* w) noexcept {
+    (w->prev ? w->prev->next : head_) = w->next;
+    (w->next ? w->next->prev : tail_) = w->prev;
+    w->prev = w->next = nullptr;
+    w->linked = false;
+  }
+  // Go's dequeue(): the first waiter that can still be claimed. A select waiter is claimed by
+  // winning its select's CAS; one whose select already fired elsewhere is dropped.
+  ChanWaiter* claim() noexcept {
+    while (ChanWaiter* w = head_) {
+      remove(w);
+      if (!w->sel) return w;
+      std::int32_t expected = -1;
+      if (w->sel->fired.compare_exchange_strong(expected, static_cast<std::int32_t>(w->case_index),
+                                                std::memory_order_acq_rel)) {
+        return w;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  ChanWaiter* head_ = nullptr;
+  ChanWaiter* tail_ = nullptr;
+};
+
+struct ChanTimer;
+
+class ChanCore {
+ public:
+  ChanCore(std::size_t capacity, const ElemOps* elem_ops, char* buffer)
+      : ops(elem_ops), cap(capacity), buf(buffer) {}
+
+  SpinLock lock;
+  const ElemOps* const ops;
+  const std::size_t cap;
+  char* const buf;                     // cap slots of ops->size bytes, right after the core
+  std::atomic<std::size_t> count{0};   // buffered values; written under lock, read anywhere
+  std::size_t recvx = 0;               // lock: next slot to receive from
+  std::size_t sendx = 0;               // lock: next slot to send into
+  std::atomic<bool> closed{false};     // written under lock
+  WaiterQueue recvq;                   // lock
+  WaiterQueue sendq;                   // lock
+  std::atomic<std::uint32_t> refs{1};  // Chan<T> handles sharing this channel
+  ChanTimer* timer = nullptr;          // set once at creation for after()/Ticker channels
+
+  void* slot_at(std::size_t i) const noexcept { return buf + i * ops->size; }
+
+  void move_elem(void* dst, void* src) const noexcept {
+    if (ops->move_construct) {
+      ops->move_construct(dst, src);
+      return;
+    }
+    // Trivially copyable: word-sized values (the common case) without a call into libc.
+    switch (ops->size) {
+      case 8:
+        std::memcpy(dst, src, 8);
+        break;
+      case 4:
+        std::memcpy(dst, src, 4);
+        break;
+      case 16:
+        std::memcpy(dst, src, 16);
+        break;
+      default:
+        std::memcpy(dst, src, ops->size);
+    }
+  }
+  void destroy_elem(void* p) const noexcept {
+    if (ops->destroy) ops->destroy(p);
+  }
+  void check_invariants() const noexcept {
+    WEFT_ASSERT(recvq.empty() || sendq.empty(), "channel has both senders and receivers waiting");
+    WEFT_ASSERT(count.load(std::memory_order_relaxed) <= cap, "channel buffer over capacity");
+  }
+};
+
+// The building blocks shared by plain ops and select; all run with c->lock held. A waiter to
+// wake after unlocking is returned through *wake.
+enum class TryResult : std::uint8_t { kDone, kClosed, kNotReady };
+TryResult send_locked(ChanCore* c, void* src, Waker* wake) noexcept;
+// kDone: a value was constructed at dst; kClosed: closed and drained (dst untouched).
+TryResult recv_locked(ChanCore* c, void* dst, Waker* wake) noexcept;
+
+// Parks the caller for good (nil channel, empty select). Returns only by FiberUnwind.
+void park_forever(WaitReason reason);
+
+}  // namespace weft::detail

@@ -1,0 +1,261 @@
+// select: Go's selectgo over the type-erased core (design of the core in chan_core.hpp).
+//
+//  1. Poll order: a uniformly random permutation of the channel cases, so that among several
+//     ready cases each is chosen with equal probability (also when one channel appears twice).
+//  2. Lock order: the distinct channels sorted by address, so that two selects (and plain ops,
+//     which hold one lock) can never deadlock.
+//  3. With every lock held, poll the cases in poll order; the first that can proceed runs.
+//     Otherwise: default returns; a timeout already due returns; else one waiter per case is
+//     queued, all sharing one SelectWait whose `fired` is won by CAS (a peer's claim(), close(),
+//     or the timeout timer), and the caller parks. The commit arms the timeout timer, then
+//     releases the locks in lock order.
+//  4. After waking, the caller re-takes every lock and unlinks its losing waiters. Re-locking is
+//     also what keeps this frame alive for the commit: a waker may resume us while the commit is
+//     still releasing later locks (reading them from this frame); we cannot get past the re-lock
+//     until the commit released the last one, after which it touches nothing of ours.
+#include <algorithm>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "chan_core.hpp"
+
+namespace weft::detail {
+namespace {
+
+// A cheap per-thread generator for the poll order. thread_local is safe here: it is used only
+// before the park, never across a switch.
+__attribute__((noinline)) std::uint32_t fast_rand(std::uint32_t bound) noexcept {
+  static thread_local std::uint64_t state = 0;
+  if (state == 0) state = reinterpret_cast<std::uintptr_t>(&state) * 0x9E3779B97F4A7C15ull | 1;
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return static_cast<std::uint32_t>(((state >> 32) * bound) >> 32);
+}
+
+// Small selects keep their bookkeeping on the stack.
+template <class T, std::size_t kInline = 8>
+class Scratch {
+ public:
+  explicit Scratch(std::size_t n) : data_(n <= kInline ? inline_ : (heap_ = new T[n])) {}
+  ~Scratch() { delete[] heap_; }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T& operator[](std::size_t i) noexcept { return data_[i]; }
+  T* data() noexcept { return data_; }
+
+ private:
+  T inline_[kInline];
+  T* heap_ = nullptr;
+  T* data_;
+};
+
+struct Locks {
+  ChanCore** chans;  // distinct, in address order
+  std::size_t n;
+  void lock() const noexcept {
+    for (std::size_t i = 0; i < n; ++i) chans[i]->lock.lock();
+  }
+  void unlock() const noexcept {
+    for (std::size_t i = 0; i < n; ++i) chans[i]->lock.unlock();
+  }
+};
+
+struct SelectCommit {
+  Locks locks;
+  Timer* timer;  // null: no timeout, or a plain thread (it times out by itself)
+  bool committed = false;
+  static bool run(void* a) {
+    auto* c = static_cast<SelectCommit*>(a);
+    c->committed = true;
+    if (c->timer) timer_add(c->timer);  // before the unlocks: see step 4 above
+    const Locks locks = c->locks;
+    for (std::size_t i = 0; i < locks.n; ++i) locks.chans[i]->lock.unlock();
+    return true;
+  }
+};
+
+struct TimeoutTimer {
+  Timer timer;  // first member
+  SelectWait* sel;
+  Waker waker;
+  std::int32_t index;
+  static void fire(Timer* t) {
+    auto* self = reinterpret_cast<TimeoutTimer*>(t);
+    std::int32_t expected = -1;
+    if (self->sel->fired.compare_exchange_strong(expected, self->index,
+                                                 std::memory_order_acq_rel)) {
+      self->waker.wake();
+    }
+  }
+};
+
+struct ThreadTimeout {
+  SelectWait* sel;
+  std::int32_t index;
+  static bool run(void* a) {
+    auto* self = static_cast<ThreadTimeout*>(a);
+    std::int32_t expected = -1;
+    return self->sel->fired.compare_exchange_strong(expected, self->index,
+                                                    std::memory_order_acq_rel);
+  }
+};
+
+}  // namespace
+
+std::size_t select_run(SelectCase* cases, std::size_t n) {
+  std::size_t default_index = n;
+  std::size_t timeout_index = n;
+  std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
+  std::size_t nactive = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    switch (cases[i].kind) {
+      case SelectCase::kRecv:
+      case SelectCase::kSend:
+        if (cases[i].chan) ++nactive;
+        break;
+      case SelectCase::kTimeout:
+        if (timeout_index == n || cases[i].deadline_ns < deadline) {
+          timeout_index = i;
+          deadline = cases[i].deadline_ns;
+        }
+        break;
+      case SelectCase::kDefault:
+        if (default_index != n) {
+          throw std::logic_error("weft::select: more than one case_default");
+        }
+        default_index = i;
+        break;
+    }
+  }
+  if (nactive == 0) {
+    if (default_index != n) return default_index;
+    if (timeout_index == n) park_forever(n == 0 ? WaitReason::kForever : WaitReason::kSelect);
+  }
+
+  // 1 + 2: poll order and lock order.
+  Scratch<std::uint32_t> poll(nactive);
+  Scratch<ChanCore*> lockv(nactive);
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if ((cases[i].kind == SelectCase::kRecv || cases[i].kind == SelectCase::kSend) &&
+        cases[i].chan) {
+      const std::uint32_t j = fast_rand(static_cast<std::uint32_t>(k + 1));
+      poll[k] = poll[j];
+      poll[j] = static_cast<std::uint32_t>(i);
+      lockv[k] = cases[i].chan;
+      ++k;
+    }
+  }
+  std::sort(lockv.data(), lockv.data() + nactive);
+  const Locks locks{
+      lockv.data(),
+      static_cast<std::size_t>(std::unique(lockv.data(), lockv.data() + nactive) - lockv.data())};
+
+  // 3: poll.
+  locks.lock();
+  for (std::size_t p = 0; p < nactive; ++p) {
+    SelectCase& sc = cases[poll[p]];
+    Waker wake;
+    TryResult r = sc.kind == SelectCase::kRecv ? recv_locked(sc.chan, sc.slot, &wake)
+                                               : send_locked(sc.chan, sc.slot, &wake);
+    if (r == TryResult::kNotReady) continue;
+    locks.unlock();
+    if (!wake.empty()) wake.wake();
+    if (sc.kind == SelectCase::kSend) {
+      if (r == TryResult::kClosed) throw ChannelClosed("weft::select: send on a closed channel");
+    } else {
+      sc.received = r == TryResult::kDone;
+    }
+    return poll[p];
+  }
+  if (default_index != n) {
+    locks.unlock();
+    return default_index;
+  }
+  if (timeout_index != n && deadline <= now_ns()) {
+    locks.unlock();
+    return timeout_index;
+  }
+
+  // Queue one waiter per case and park.
+  SelectWait sel;
+  const Waker me = Waker::current();
+  Scratch<ChanWaiter> waiters(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    SelectCase& sc = cases[i];
+    if ((sc.kind != SelectCase::kRecv && sc.kind != SelectCase::kSend) || !sc.chan) continue;
+    ChanWaiter& w = waiters[i];
+    w.waker = me;
+    w.slot = sc.slot;
+    w.sel = &sel;
+    w.case_index = static_cast<std::uint32_t>(i);
+    (sc.kind == SelectCase::kRecv ? sc.chan->recvq : sc.chan->sendq).push_back(&w);
+  }
+  const bool fiber = me.fiber() != nullptr;
+  TimeoutTimer timeout{{}, &sel, me, static_cast<std::int32_t>(timeout_index)};
+  timeout.timer.when_ns = deadline;
+  timeout.timer.fire = &TimeoutTimer::fire;
+  const bool has_timeout = timeout_index != n;
+  SelectCommit commit{locks, fiber && has_timeout ? &timeout.timer : nullptr};
+
+  auto unlink_losers = [&] {
+    locks.lock();
+    for (std::size_t i = 0; i < n; ++i) {
+      ChanWaiter& w = waiters[i];
+      if (w.linked) {
+        (cases[i].kind == SelectCase::kRecv ? cases[i].chan->recvq : cases[i].chan->sendq)
+            .remove(&w);
+      }
+    }
+    locks.unlock();
+  };
+
+  try {
+    if (!fiber && has_timeout) {
+      ThreadTimeout tt{&sel, static_cast<std::int32_t>(timeout_index)};
+      thread_park_until(&SelectCommit::run, &commit, deadline, &ThreadTimeout::run, &tt);
+    } else {
+      park(&SelectCommit::run, &commit, WaitReason::kSelect);
+    }
+  } catch (const FiberUnwind&) {
+    if (!commit.committed) {
+      // Thrown at park() entry: we still hold the locks and nothing can have fired.
+      for (std::size_t i = 0; i < n; ++i) {
+        ChanWaiter& w = waiters[i];
+        if (w.linked) {
+          (cases[i].kind == SelectCase::kRecv ? cases[i].chan->recvq : cases[i].chan->sendq)
+              .remove(&w);
+        }
+      }
+      locks.unlock();
+      throw;
+    }
+    std::int32_t expected = -1;
+    const bool abandoned = sel.fired.compare_exchange_strong(expected, SelectWait::kAbandoned,
+                                                             std::memory_order_acq_rel);
+    if (commit.timer) timer_cancel(commit.timer);
+    unlink_losers();
+    if (!abandoned && expected >= 0) {
+      SelectCase& sc = cases[expected];
+      if (sc.kind == SelectCase::kRecv && waiters[expected].success) sc.chan->destroy_elem(sc.slot);
+    }
+    throw;
+  }
+
+  const std::int32_t fired = sel.fired.load(std::memory_order_acquire);
+  WEFT_ASSERT(fired >= 0 && static_cast<std::size_t>(fired) < n, "select woke without a winner");
+  if (commit.timer) timer_cancel(commit.timer);
+  unlink_losers();
+  if (static_cast<std::size_t>(fired) == timeout_index) return timeout_index;
+  SelectCase& sc = cases[fired];
+  if (sc.kind == SelectCase::kSend) {
+    if (!waiters[fired].success) throw ChannelClosed("weft::select: send on a closed channel");
+  } else {
+    sc.received = waiters[fired].success;
+  }
+  return static_cast<std::size_t>(fired);
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,34 @@
+// after() and Ticker: thin typed wrappers over the timer channels of timer_chan.cpp.
+#include "weft/time.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "weft/detail/park.hpp"
+
+namespace weft {
+
+Chan<TimePoint> after(std::chrono::nanoseconds d) {
+  return detail::chan_adopt<TimePoint>(detail::chan_make_timer(detail::now_ns() + d.count(), 0));
+}
+
+Ticker::Ticker(std::chrono::nanoseconds period) : ch_(nullptr) {
+  if (period.count() <= 0) {
+    throw std::invalid_argument("weft::Ticker: the period must be positive, got " +
+                                std::to_string(period.count()) + " ns");
+  }
+  ch_ = detail::chan_adopt<TimePoint>(
+      detail::chan_make_timer(detail::now_ns() + period.count(), period.count()));
+}
+
+Ticker& Ticker::operator=(Ticker&& o) noexcept {
+  if (this != &o) {
+    stop();
+    ch_ = std::move(o.ch_);
+  }
+  return *this;
+}
+
+void Ticker::stop() noexcept { detail::chan_stop_timer(detail::core_of(ch_)); }
+
+}  // namespace weft

@@ -1,0 +1,60 @@
+// Timer channels; design in timer_chan.hpp.
+#include "timer_chan.hpp"
+
+#include <chrono>
+#include <memory>
+
+namespace weft::detail {
+namespace {
+
+using TimePoint = std::chrono::steady_clock::time_point;
+
+void fire(Timer* t) {
+  auto* ct = reinterpret_cast<ChanTimer*>(t);
+  if (ct->stopped.load(std::memory_order_acquire)) return;
+  const std::int64_t now = now_ns();
+  TimePoint tp{std::chrono::nanoseconds(now)};
+  chan_send(ct->chan, &tp, /*block=*/false);  // full (nobody took the last tick): drop this one
+  if (ct->period_ns > 0 && !ct->stopped.load(std::memory_order_acquire)) {
+    std::int64_t next = ct->timer.when_ns + ct->period_ns;
+    if (next <= now) next = now + ct->period_ns - (now - next) % ct->period_ns;
+    ct->timer.when_ns = next;
+    timer_add(&ct->timer);
+  }
+}
+
+}  // namespace
+
+ChanCore* chan_make_timer(std::int64_t first_ns, std::int64_t period_ns) {
+  static_assert(std::is_trivially_copyable_v<TimePoint>);
+  ChanCore* c = chan_make(1, &kElemOps<TimePoint>);
+  auto ct = std::make_unique<ChanTimer>();
+  ct->chan = c;
+  ct->period_ns = period_ns;
+  ct->timer.when_ns = first_ns;
+  ct->timer.fire = &fire;
+  try {
+    timer_add(&ct->timer);  // throws std::logic_error without a running runtime
+  } catch (...) {
+    chan_release(c);
+    throw;
+  }
+  c->timer = ct.release();
+  return c;
+}
+
+void chan_stop_timer(ChanCore* c) noexcept {
+  if (!c || !c->timer) return;
+  ChanTimer* ct = c->timer;
+  ct->stopped.store(true, std::memory_order_release);
+  timer_cancel(&ct->timer);
+  timer_cancel(&ct->timer);
+}
+
+void destroy_timer(ChanCore* c) noexcept {
+  chan_stop_timer(c);
+  delete c->timer;
+  c->timer = nullptr;
+}
+
+}  // namespace weft::detail

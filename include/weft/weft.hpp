@@ -1,0 +1,8 @@
+// The umbrella header: everything in weft's public API.
+#pragma once
+
+#include "weft/chan.hpp"
+#include "weft/runtime.hpp"
+#include "weft/select.hpp"
+#include "weft/sync.hpp"
+#include "weft/time.hpp"
