@@ -2,6 +2,7 @@
 #pragma once
 
 #include "weft/chan.hpp"
+#include "weft/net.hpp"
 #include "weft/runtime.hpp"
 #include "weft/select.hpp"
 #include "weft/sync.hpp"

@@ -36,6 +36,7 @@ thread_local Worker* tls_worker = nullptr;
 constexpr std::uint64_t kIdBatch = 1024;
 constexpr std::uint32_t kGlobalCheckInterval = 61;  // as in Go: global queue fairness
 constexpr std::uint32_t kTimerCheckInterval = 64;
+constexpr std::int64_t kBusyPollIntervalNs = 200'000;  // 200 us
 constexpr std::uint32_t kRunnextStreakMax = 32;  // runnext ping-pong must not starve the queue
 constexpr std::uint32_t kRunQueueFirstInterval = 8;
 constexpr int kStealRounds = 4;
@@ -297,9 +298,20 @@ Fiber* Runtime::steal(Worker& w) noexcept {
 }
 
 void Runtime::maybe_run_timers(Worker& w, bool every_time) noexcept {
-  if ((every_time || ++w.timer_tick % kTimerCheckInterval == 0) &&
-      timers_->earliest() <= now_ns()) {
-    run_due_timers(w);
+  if (!every_time && ++w.timer_tick % kTimerCheckInterval != 0) return;
+  const std::int64_t now = now_ns();
+  if (timers_->earliest() <= now) run_due_timers(w);
+  // While every worker is busy nobody sits in the poller, so I/O readiness would wait for the
+  // next idle moment; a busy worker collects it when nobody has polled for a while (Go's sysmon
+  // netpoll). Only with fibers parked on the poller, and never concurrently with the poller seat.
+  if (poller_->waiters() > 0 &&
+      now - last_poll_ns_.load(std::memory_order_relaxed) > kBusyPollIntervalNs &&
+      !polling_.exchange(true, std::memory_order_acq_rel)) {
+    last_poll_ns_.store(now, std::memory_order_relaxed);
+    FiberList ready;
+    poller_->poll(0, ready);
+    polling_.store(false, std::memory_order_release);
+    if (!ready.empty()) place_ready(w, ready);
   }
 }
 
@@ -398,6 +410,7 @@ bool Runtime::sleep(Worker& w) {
     }
     FiberList ready;
     poller_->poll(timeout, ready);
+    last_poll_ns_.store(now_ns(), std::memory_order_relaxed);
     poller_woken_.store(false, std::memory_order_release);
     polling_.store(false, std::memory_order_release);
     run_due_timers(w);
@@ -455,6 +468,7 @@ Fiber* Runtime::find_runnable(Worker& w) {
     if (poller_->waiters() > 0 && !polling_.exchange(true, std::memory_order_acq_rel)) {
       FiberList ready;
       poller_->poll(0, ready);
+      last_poll_ns_.store(now_ns(), std::memory_order_relaxed);
       polling_.store(false, std::memory_order_release);
       if (!ready.empty()) {
         place_ready(w, ready);

@@ -208,6 +208,7 @@ class Runtime {
   std::atomic<bool> polling_{false};       // a worker is inside a blocking poll()
   std::atomic<bool> poller_woken_{false};  // a wakeup() is already on its way to it
   std::atomic<std::int64_t> coarse_now_{0};
+  std::atomic<std::int64_t> last_poll_ns_{0};  // when some worker last ran poller_->poll()
 
   bool single_worker_ = false;  // set once at construction
   std::atomic<bool> stopping_{false};

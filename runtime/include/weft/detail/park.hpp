@@ -60,6 +60,10 @@ class Waker {
   bool empty() const noexcept { return bits_ == 0; }
   Fiber* fiber() const noexcept { return (bits_ & 1) ? nullptr : reinterpret_cast<Fiber*>(bits_); }
   friend bool operator==(Waker a, Waker b) noexcept { return a.bits_ == b.bits_; }
+  // For lock-free slots that hold a Waker in one word (netpoll). Bits are never 0, 1, 2 or 3
+  // (objects are aligned), so a slot may use those as its own states.
+  std::uintptr_t bits() const noexcept { return bits_; }
+  static Waker from_bits(std::uintptr_t bits) noexcept { return Waker(bits); }
 
  private:
   explicit Waker(std::uintptr_t bits) : bits_(bits) {}

@@ -1,0 +1,152 @@
+// Blocking-style networking for fibers: every call that would block parks the calling fiber on
+// epoll readiness (the netpoller) and lets its worker run other fibers. Calls need a fiber (they
+// throw std::logic_error from a plain thread), except close() and the accessors.
+//
+// Addresses are "host:port" strings: "127.0.0.1:8080", "[::1]:0", ":8080" (all interfaces),
+// "localhost:6379". Numeric hosts are parsed in place; names resolve with getaddrinfo on the
+// blocking() pool, never on a worker.
+//
+// Errors are values: absl::Status / absl::StatusOr, whose message says what failed, on which fd
+// or address, and the errno text. A passed deadline gives absl::StatusCode::kDeadlineExceeded;
+// an operation on a closed socket gives kFailedPrecondition; a peer reset or refusal gives
+// kUnavailable (errno text included). Deadlines are absolute (steady_clock) and stay set until
+// changed; time_point{} clears one. Sockets are move-only and close on destruction. TCP streams
+// have TCP_NODELAY on; listen_tcp sets SO_REUSEADDR. SIGPIPE never reaches the process: writes
+// use MSG_NOSIGNAL, and the runtime ignores SIGPIPE if it still has its default action.
+//
+// One fiber may read while another writes the same stream; two concurrent readers (or writers)
+// of one socket get kFailedPrecondition.
+#pragma once
+
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
+#include <chrono>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace weft::net {
+
+using TimePoint = std::chrono::steady_clock::time_point;
+
+namespace detail {
+struct PollDesc;
+
+// An open non-blocking socket registered with the netpoller. Move-only; closes on destruction.
+class Socket {
+ public:
+  Socket() = default;
+  Socket(int fd, PollDesc* pd) noexcept : fd_(fd), pd_(pd) {}
+  Socket(Socket&& o) noexcept;
+  Socket& operator=(Socket&& o) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+  ~Socket() { close(); }
+
+  int fd() const noexcept { return fd_; }
+  bool is_open() const noexcept { return fd_ >= 0; }
+  // Wakes fibers blocked on this socket (they fail with kFailedPrecondition) and closes the fd.
+  void close() noexcept;
+  void set_deadline(TimePoint t);
+  void set_read_deadline(TimePoint t);
+  void set_write_deadline(TimePoint t);
+  std::string local_addr() const;
+
+ protected:
+  PollDesc* pd() const noexcept { return pd_; }
+
+ private:
+  int fd_ = -1;
+  PollDesc* pd_ = nullptr;
+};
+
+// TcpStream and UnixStream: a connected byte stream.
+class Stream : public Socket {
+ public:
+  using Socket::Socket;
+  // Reads what is available (at least one byte); 0 at end of stream.
+  absl::StatusOr<std::size_t> read(std::span<std::byte> buf);
+  absl::StatusOr<std::size_t> read(void* buf, std::size_t n);
+  // Reads exactly buf.size() bytes; kOutOfRange if the stream ends first.
+  absl::Status read_full(std::span<std::byte> buf);
+  // Writes everything (partial writes and EINTR are retried), parking while the peer is slow.
+  absl::Status write_all(std::span<const std::byte> data);
+  absl::Status write_all(const void* data, std::size_t n);
+  absl::Status write_all(std::string_view s);
+  // Half-close: the peer reads end of stream; this side can still read.
+  absl::Status shutdown_write();
+  std::string peer_addr() const;
+};
+}  // namespace detail
+
+class TcpStream : public detail::Stream {
+ public:
+  using Stream::Stream;
+};
+
+class UnixStream : public detail::Stream {
+ public:
+  using Stream::Stream;
+};
+
+class TcpListener : public detail::Socket {
+ public:
+  using Socket::Socket;
+  // Parks until a connection arrives. On EMFILE/ENFILE it backs off and retries (reporting once
+  // on stderr) instead of spinning; ECONNABORTED is retried silently. Fails with
+  // kDeadlineExceeded after set_deadline(), kFailedPrecondition once closed.
+  absl::StatusOr<TcpStream> accept();
+};
+
+class UnixListener : public detail::Socket {
+ public:
+  UnixListener() = default;
+  UnixListener(int fd, detail::PollDesc* pd, std::string path) noexcept
+      : Socket(fd, pd), path_(std::move(path)) {}
+  UnixListener(UnixListener&&) noexcept = default;
+  UnixListener& operator=(UnixListener&&) noexcept = default;
+  ~UnixListener();
+  absl::StatusOr<UnixStream> accept();  // as TcpListener::accept
+  const std::string& path() const noexcept { return path_; }
+
+ private:
+  std::string path_;  // the socket file, unlinked on destruction (as Go does on Close)
+};
+
+class UdpSocket : public detail::Socket {
+ public:
+  using Socket::Socket;
+  // Receives one datagram (truncated to buf.size()); *from gets the sender's "host:port".
+  absl::StatusOr<std::size_t> recv_from(std::span<std::byte> buf, std::string* from = nullptr);
+  absl::Status send_to(std::span<const std::byte> data, std::string_view addr);
+  absl::Status send_to(std::string_view data, std::string_view addr);
+};
+
+absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, int backlog = 4096);
+// timeout 0: no limit beyond the kernel's own connect timeout. A name with several addresses is
+// tried in order within the one timeout.
+absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, std::chrono::nanoseconds timeout = {});
+
+// dial_tcp with more control (an addition to the api.md contract, for load generators and
+// multi-homed clients).
+struct DialOptions {
+  std::chrono::nanoseconds timeout{};  // 0: none
+  // Source address, numeric "host" or "host:port" (port 0 or none: the kernel picks one per
+  // destination, with IP_BIND_ADDRESS_NO_PORT, so one source IP is not limited to ~28k ports
+  // across all destinations). Empty: the kernel chooses.
+  std::string local_addr;
+};
+absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, const DialOptions& options);
+absl::StatusOr<UdpSocket> listen_udp(std::string_view addr);
+absl::StatusOr<UnixListener> listen_unix(std::string_view path);
+absl::StatusOr<UnixStream> dial_unix(std::string_view path);
+
+// For any other file descriptor (pipes, eventfd, a third-party library's socket): parks until it
+// is readable / writable, or fails with kDeadlineExceeded at `deadline`. The fd is registered
+// with the netpoller for the duration of the call only; it must not be a weft socket.
+absl::Status wait_readable(int fd, TimePoint deadline = TimePoint::max());
+absl::Status wait_writable(int fd, TimePoint deadline = TimePoint::max());
+
+}  // namespace weft::net

@@ -1,0 +1,125 @@
+// The epoll poller; design in epoll_poller.hpp.
+#include "epoll_poller.hpp"
+
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "poll_desc.hpp"
+#include "weft/detail/poller.hpp"
+
+namespace weft::net::detail {
+namespace {
+
+constexpr std::uint64_t kWakeToken = ~std::uint64_t{0};
+
+[[noreturn]] void fatal(const char* what) {
+  std::fprintf(stderr, "weft: netpoll: %s failed: %s\n", what, std::strerror(errno));
+  std::abort();
+}
+
+struct Epoll {
+  int epfd = -1;
+  int wake_fd = -1;
+  Epoll() {
+    epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd < 0) fatal("epoll_create1");
+    wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (wake_fd < 0) fatal("eventfd");
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLET;
+    ev.data.u64 = kWakeToken;
+    if (epoll_ctl(epfd, EPOLL_CTL_ADD, wake_fd, &ev) != 0) fatal("epoll_ctl(eventfd)");
+  }
+};
+
+Epoll& epoll_state() {
+  static Epoll* e = new Epoll();  // lives for the process: fds may outlive any runtime
+  return *e;
+}
+
+class EpollPoller final : public weft::detail::Poller {
+ public:
+  void poll(std::int64_t timeout_ns, weft::detail::FiberList& ready) override {
+    Epoll& e = epoll_state();
+    timespec ts{};
+    timespec* tsp = nullptr;
+    if (timeout_ns >= 0) {
+      ts.tv_sec = static_cast<time_t>(timeout_ns / 1000000000);
+      ts.tv_nsec = static_cast<long>(timeout_ns % 1000000000);
+      tsp = &ts;
+    }
+    const int n = epoll_pwait2(e.epfd, events_, kMaxEvents, tsp, nullptr);
+    if (n < 0) {
+      if (errno == EINTR) return;
+      fatal("epoll_pwait2");
+    }
+    for (int i = 0; i < n; ++i) {
+      const epoll_event& ev = events_[i];
+      if (ev.data.u64 == kWakeToken) {
+        std::uint64_t drain;
+        while (read(e.wake_fd, &drain, sizeof drain) > 0) {
+        }
+        continue;
+      }
+      PollDesc* pd = poll_from_token(ev.data.u64);
+      if (!pd) continue;  // stale: the fd was closed since
+      if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        poll_ready(pd, Mode::kRead, ready);
+      }
+      if (ev.events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) poll_ready(pd, Mode::kWrite, ready);
+    }
+  }
+
+  void wakeup() noexcept override {
+    const std::uint64_t one = 1;
+    ssize_t r;
+    do {
+      r = write(epoll_state().wake_fd, &one, sizeof one);
+    } while (r < 0 && errno == EINTR);
+  }
+
+  std::size_t waiters() const noexcept override { return poll_waiters(); }
+
+ private:
+  static constexpr int kMaxEvents = 256;
+  epoll_event events_[kMaxEvents];  // only the one polling worker touches it
+};
+
+void prepare_process() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  struct sigaction sa {};
+  if (sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
+
+std::unique_ptr<weft::detail::Poller> make_epoll_poller() {
+  prepare_process();
+  epoll_state();
+  return std::make_unique<EpollPoller>();
+}
+
+[[maybe_unused]] const bool g_installed = [] {
+  weft::detail::set_poller_factory(&make_epoll_poller);
+  return true;
+}();
+
+}  // namespace
+
+int epoll_instance() { return epoll_state().epfd; }
+
+}  // namespace weft::net::detail

@@ -1,0 +1,45 @@
+// How net calls turn errno values and netpoller outcomes into absl::Status: always the operation,
+// the fd (or address) and the reason, so a log line says what to look at.
+#pragma once
+
+#include <absl/status/status.h>
+#include <absl/strings/str_cat.h>
+
+#include <string>
+#include <string_view>
+
+#include "poll_desc.hpp"
+
+namespace weft::net::detail {
+
+inline absl::Status errno_error(int err, std::string_view op, int fd, std::string_view extra = {}) {
+  const std::string msg =
+      extra.empty() ? absl::StrCat(absl::string_view(op.data(), op.size()), " fd ", fd)
+                    : absl::StrCat(absl::string_view(op.data(), op.size()), " fd ", fd, " (",
+                                   absl::string_view(extra.data(), extra.size()), ")");
+  return absl::ErrnoToStatus(err, msg);
+}
+
+inline absl::Status closed_error(std::string_view op, int fd) {
+  return absl::FailedPreconditionError(absl::StrCat(absl::string_view(op.data(), op.size()), " fd ",
+                                                    fd, ": use of a closed socket"));
+}
+
+inline absl::Status wait_error(WaitResult r, std::string_view op, int fd) {
+  const absl::string_view o(op.data(), op.size());
+  switch (r) {
+    case WaitResult::kDeadline:
+      return absl::DeadlineExceededError(absl::StrCat(o, " fd ", fd, ": deadline exceeded"));
+    case WaitResult::kClosed:
+      return closed_error(op, fd);
+    case WaitResult::kBusy:
+      return absl::FailedPreconditionError(
+          absl::StrCat(o, " fd ", fd,
+                       ": another fiber is already blocked in the same direction on this socket"));
+    case WaitResult::kReady:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace weft::net::detail

@@ -1,0 +1,239 @@
+// Descriptor table, wait/ready protocol and deadlines; design in poll_desc.hpp.
+#include "poll_desc.hpp"
+
+#include <sys/epoll.h>
+
+#include <cerrno>
+#include <cstddef>
+
+#include "epoll_poller.hpp"
+#include "weft/detail/assert.hpp"
+
+namespace weft::net::detail {
+namespace {
+
+using weft::detail::WaitReason;
+
+// Table: chunks allocated on demand and never freed (see "Reuse" in the header). Lookups by
+// index are lock-free; allocation and the free list take table_mu.
+constexpr std::uint32_t kChunkBits = 12;
+constexpr std::uint32_t kChunkSize = 1u << kChunkBits;
+constexpr std::uint32_t kMaxChunks = 1024;  // 4M descriptors
+
+std::atomic<PollDesc*> g_chunks[kMaxChunks];
+std::mutex g_table_mu;
+std::uint32_t g_nchunks = 0;      // g_table_mu
+PollDesc* g_free_head = nullptr;  // g_table_mu; FIFO, so a closed slot is reused late
+PollDesc* g_free_tail = nullptr;  // g_table_mu
+std::atomic<std::size_t> g_waiters{0};
+
+void fire_deadline(Timer* t);
+
+PollDesc* alloc_desc() {
+  std::lock_guard lock(g_table_mu);
+  if (!g_free_head) {
+    if (g_nchunks == kMaxChunks) return nullptr;
+    auto* chunk = new PollDesc[kChunkSize];
+    for (std::uint32_t i = 0; i < kChunkSize; ++i) {
+      PollDesc* pd = &chunk[i];
+      pd->index = (g_nchunks << kChunkBits) | i;
+      for (PollDesc::Side* s : {&pd->rd, &pd->wr}) {
+        s->owner = pd;
+        s->timer.fire = &fire_deadline;
+      }
+      pd->next_free = nullptr;
+      (g_free_tail ? g_free_tail->next_free : g_free_head) = pd;
+      g_free_tail = pd;
+    }
+    g_chunks[g_nchunks].store(chunk, std::memory_order_release);
+    ++g_nchunks;
+  }
+  PollDesc* pd = g_free_head;
+  g_free_head = pd->next_free;
+  if (!g_free_head) g_free_tail = nullptr;
+  pd->next_free = nullptr;
+  return pd;
+}
+
+void free_desc(PollDesc* pd) {
+  std::lock_guard lock(g_table_mu);
+  pd->next_free = nullptr;
+  (g_free_tail ? g_free_tail->next_free : g_free_head) = pd;
+  g_free_tail = pd;
+}
+
+// A deadline or close: empty the slot, waking a parked waiter so that it re-checks.
+void unblock(PollDesc::Side& s) noexcept {
+  std::uintptr_t old = s.slot.load(std::memory_order_acquire);
+  for (;;) {
+    if (old == PollDesc::kReady || old == PollDesc::kEmpty) return;
+    if (s.slot.compare_exchange_weak(old, PollDesc::kEmpty, std::memory_order_acq_rel)) break;
+  }
+  if (old != PollDesc::kWait) Waker::from_bits(old).wake();
+}
+
+void fire_deadline(Timer* t) {
+  auto* s = reinterpret_cast<PollDesc::Side*>(reinterpret_cast<char*>(t) -
+                                              offsetof(PollDesc::Side, timer));
+  s->deadline.store(PollDesc::kExpired, std::memory_order_release);
+  unblock(*s);
+}
+
+WaitResult check(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq) noexcept {
+  if (pd->closing.load(std::memory_order_acquire) ||
+      pd->seq.load(std::memory_order_acquire) != seq) {
+    return WaitResult::kClosed;
+  }
+  const std::int64_t d = s.deadline.load(std::memory_order_acquire);
+  if (d == PollDesc::kExpired || (d > 0 && d <= weft::detail::now_ns())) {
+    return WaitResult::kDeadline;
+  }
+  return WaitResult::kReady;
+}
+
+struct WaitCommit {
+  std::atomic<std::uintptr_t>* slot;
+  std::uintptr_t me;
+  bool committed = false;
+  static bool run(void* a) {
+    auto* c = static_cast<WaitCommit*>(a);
+    c->committed = true;
+    std::uintptr_t expected = PollDesc::kWait;
+    // Fails if an edge (kReady) or an unblock (kEmpty) landed since kWait: don't park.
+    return c->slot->compare_exchange_strong(expected, c->me, std::memory_order_acq_rel);
+  }
+};
+
+}  // namespace
+
+PollDesc* poll_open(int fd) {
+  PollDesc* pd = alloc_desc();
+  if (!pd) {
+    errno = EMFILE;
+    return nullptr;
+  }
+  pd->fd = fd;
+  pd->closing.store(false, std::memory_order_relaxed);
+  for (PollDesc::Side* s : {&pd->rd, &pd->wr}) {
+    s->slot.store(PollDesc::kEmpty, std::memory_order_relaxed);
+    s->deadline.store(0, std::memory_order_relaxed);
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.u64 = poll_token(pd);
+  if (epoll_ctl(epoll_instance(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+    const int err = errno;
+    pd->seq.fetch_add(1, std::memory_order_acq_rel);
+    free_desc(pd);
+    errno = err;
+    return nullptr;
+  }
+  return pd;
+}
+
+void poll_close(PollDesc* pd) {
+  pd->closing.store(true, std::memory_order_seq_cst);
+  {
+    std::lock_guard lock(pd->deadline_mu);
+    for (PollDesc::Side* s : {&pd->rd, &pd->wr}) {
+      weft::detail::timer_cancel(&s->timer);
+      s->deadline.store(0, std::memory_order_relaxed);
+    }
+  }
+  unblock(pd->rd);
+  unblock(pd->wr);
+  epoll_ctl(epoll_instance(), EPOLL_CTL_DEL, pd->fd, nullptr);
+  pd->seq.fetch_add(1, std::memory_order_acq_rel);
+  pd->fd = -1;
+  free_desc(pd);
+}
+
+WaitResult poll_wait(PollDesc* pd, Mode mode) {
+  weft::detail::require_fiber(mode == Mode::kRead ? "waiting for a readable fd"
+                                                  : "waiting for a writable fd");
+  PollDesc::Side& s = pd->side(mode);
+  const std::uint32_t seq = pd->seq.load(std::memory_order_acquire);
+  const int fd = pd->fd;
+  for (;;) {
+    if (WaitResult e = check(pd, s, seq); e != WaitResult::kReady) return e;
+    std::uintptr_t old = s.slot.load(std::memory_order_acquire);
+    if (old == PollDesc::kReady) {
+      if (s.slot.compare_exchange_strong(old, PollDesc::kEmpty, std::memory_order_acq_rel)) {
+        return WaitResult::kReady;
+      }
+      continue;
+    }
+    if (old != PollDesc::kEmpty) return WaitResult::kBusy;
+    if (!s.slot.compare_exchange_strong(old, PollDesc::kWait, std::memory_order_acq_rel)) continue;
+    // Close and deadline setters store first, then unblock: re-check after publishing kWait.
+    if (WaitResult e = check(pd, s, seq); e != WaitResult::kReady) {
+      std::uintptr_t expected = PollDesc::kWait;
+      s.slot.compare_exchange_strong(expected, PollDesc::kEmpty, std::memory_order_acq_rel);
+      return e;
+    }
+    WaitCommit commit{&s.slot, Waker::current().bits()};
+    g_waiters.fetch_add(1, std::memory_order_relaxed);
+    try {
+      weft::detail::park(&WaitCommit::run, &commit,
+                         mode == Mode::kRead ? WaitReason::kIoRead : WaitReason::kIoWrite, fd);
+    } catch (...) {  // FiberUnwind at shutdown: withdraw from the slot
+      g_waiters.fetch_sub(1, std::memory_order_relaxed);
+      std::uintptr_t expected = commit.committed ? commit.me : PollDesc::kWait;
+      s.slot.compare_exchange_strong(expected, PollDesc::kEmpty, std::memory_order_acq_rel);
+      throw;
+    }
+    g_waiters.fetch_sub(1, std::memory_order_relaxed);
+    // Woken by an edge (kReady), by unblock (kEmpty), or the park was called off. A descriptor
+    // closed meanwhile may already serve another fd: leave its slot alone.
+    if (pd->seq.load(std::memory_order_acquire) != seq) return WaitResult::kClosed;
+    if (s.slot.exchange(PollDesc::kEmpty, std::memory_order_acq_rel) == PollDesc::kReady) {
+      return WaitResult::kReady;
+    }
+  }
+}
+
+void poll_set_deadline(PollDesc* pd, Mode mode, std::int64_t deadline_ns) {
+  PollDesc::Side& s = pd->side(mode);
+  std::lock_guard lock(pd->deadline_mu);
+  weft::detail::timer_cancel(&s.timer);  // waits for a running callback
+  if (deadline_ns == 0) {
+    s.deadline.store(0, std::memory_order_release);
+  } else if (deadline_ns <= weft::detail::now_ns()) {
+    s.deadline.store(PollDesc::kExpired, std::memory_order_release);
+    unblock(s);
+  } else {
+    s.deadline.store(deadline_ns, std::memory_order_release);
+    s.timer.when_ns = deadline_ns;
+    weft::detail::timer_add(&s.timer);
+  }
+}
+
+void poll_ready(PollDesc* pd, Mode mode, weft::detail::FiberList& ready) noexcept {
+  PollDesc::Side& s = pd->side(mode);
+  std::uintptr_t old = s.slot.load(std::memory_order_acquire);
+  for (;;) {
+    if (old == PollDesc::kReady) return;
+    if (s.slot.compare_exchange_weak(old, PollDesc::kReady, std::memory_order_acq_rel)) break;
+  }
+  if (old == PollDesc::kEmpty || old == PollDesc::kWait) return;
+  weft::detail::Fiber* f = Waker::from_bits(old).fiber();
+  WEFT_ASSERT(f != nullptr, "a plain thread parked on the netpoller");
+  ready.push(f);
+}
+
+std::uint64_t poll_token(const PollDesc* pd) noexcept {
+  return (static_cast<std::uint64_t>(pd->index) << 32) | pd->seq.load(std::memory_order_acquire);
+}
+
+PollDesc* poll_from_token(std::uint64_t token) noexcept {
+  const auto index = static_cast<std::uint32_t>(token >> 32);
+  PollDesc* chunk = g_chunks[index >> kChunkBits].load(std::memory_order_acquire);
+  if (!chunk) return nullptr;
+  PollDesc* pd = &chunk[index & (kChunkSize - 1)];
+  if (pd->seq.load(std::memory_order_acquire) != static_cast<std::uint32_t>(token)) return nullptr;
+  return pd;
+}
+
+std::size_t poll_waiters() noexcept { return g_waiters.load(std::memory_order_relaxed); }
+
+}  // namespace weft::net::detail

@@ -1,0 +1,92 @@
+// PollDesc: the per-fd readiness record (Go's pollDesc), shared by the epoll poller and the
+// blocking-style net calls.
+//
+// Slots. Each direction (read, write) has one word:
+//   kEmpty   nothing known;
+//   kReady   an edge arrived and nobody consumed it yet;
+//   kWait    a fiber is between "the syscall said EAGAIN" and "parked" (it re-checks errors);
+//   other    the parked fiber's Waker bits.
+// The waiter goes kEmpty -> kWait, re-checks close/deadline, then parks; its commit CASes
+// kWait -> Waker. An edge (ready()) sets kReady whatever the slot holds, waking a parked waiter;
+// a deadline or close (unblock()) sets kEmpty, waking a parked waiter. Either one landing on kWait
+// makes the commit's CAS fail, so the fiber does not park and re-checks: no edge and no deadline
+// is ever lost between "try the syscall" and "park".
+//
+// Reuse. Descriptors are pooled and never freed, so an epoll event that arrives after its fd was
+// closed never touches freed memory. Each registration carries (index, seq) in epoll's data; close
+// bumps seq, so a stale event for a closed (and maybe reused) fd is recognised and dropped, and a
+// fiber that waited on the old fd sees the change and fails with "closed".
+//
+// Deadlines (Go semantics: absolute times that stay until changed) live here too, each with a
+// runtime Timer in the descriptor; deadline_mu serialises setters; the timer callback only marks
+// the deadline expired and unblocks.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "weft/detail/park.hpp"
+#include "weft/detail/poller.hpp"
+
+namespace weft::net::detail {
+
+using weft::detail::Timer;
+using weft::detail::Waker;
+
+enum class Mode : std::uint8_t { kRead, kWrite };
+
+enum class WaitResult : std::uint8_t {
+  kReady,     // try the syscall again
+  kClosed,    // the descriptor was closed (maybe by another fiber)
+  kDeadline,  // the side's deadline passed
+  kBusy,      // another fiber already waits on this side (two readers of one socket)
+};
+
+struct PollDesc {
+  static constexpr std::uintptr_t kEmpty = 0;
+  static constexpr std::uintptr_t kReady = 1;
+  static constexpr std::uintptr_t kWait = 2;
+  static constexpr std::int64_t kExpired = -1;
+
+  struct Side {
+    std::atomic<std::uintptr_t> slot{kEmpty};
+    std::atomic<std::int64_t> deadline{0};  // 0: none; kExpired: passed; else steady ns
+    Timer timer;                            // armed while deadline > 0
+    PollDesc* owner = nullptr;
+  };
+
+  int fd = -1;
+  std::uint32_t index = 0;            // position in the descriptor table
+  std::atomic<std::uint32_t> seq{0};  // bumped by close; part of the epoll data
+  std::atomic<bool> closing{false};
+  Side rd, wr;
+  std::mutex deadline_mu;         // serialises deadline setters (never held by a timer)
+  PollDesc* next_free = nullptr;  // table lock
+
+  Side& side(Mode m) noexcept { return m == Mode::kRead ? rd : wr; }
+};
+
+// Registers fd (already non-blocking) with epoll, edge-triggered for both directions.
+// Returns null with errno set on failure.
+PollDesc* poll_open(int fd);
+// Wakes every waiter with "closed", disarms the deadlines, unregisters and releases the descriptor.
+// Does not close the fd (the caller does, after this).
+void poll_close(PollDesc* pd);
+
+// Parks the calling fiber (fibers only) until `mode` is ready, the descriptor is closed, or the
+// side's deadline passes.
+WaitResult poll_wait(PollDesc* pd, Mode mode);
+// Sets the descriptor's deadline for `mode` (0 clears it); a waiter is woken to re-check.
+void poll_set_deadline(PollDesc* pd, Mode mode, std::int64_t deadline_ns);
+
+// Poller side: an edge for `mode`; a parked fiber, if any, is added to `ready`.
+void poll_ready(PollDesc* pd, Mode mode, weft::detail::FiberList& ready) noexcept;
+// Epoll data for a descriptor, and back. Null when the event is stale.
+std::uint64_t poll_token(const PollDesc* pd) noexcept;
+PollDesc* poll_from_token(std::uint64_t token) noexcept;
+
+// Fibers parked in poll_wait() right now (the poller's waiters()).
+std::size_t poll_waiters() noexcept;
+
+}  // namespace weft::net::detail

@@ -1,0 +1,154 @@
+// Socket and Stream: the read/write loops over non-blocking fds. Each call tries the syscall
+// first and parks on the netpoller only on EAGAIN (poll_desc.hpp makes that race-free); EINTR
+// and partial writes are retried; errno is copied right after the syscall, before anything can
+// park (a fiber may resume on another thread).
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+#include <weft/net.hpp>
+
+#include "address.hpp"
+#include "io_errors.hpp"
+#include "poll_desc.hpp"
+
+namespace weft::net {
+namespace detail {
+namespace {
+
+std::int64_t to_deadline_ns(TimePoint t) {
+  if (t == TimePoint{}) return 0;  // cleared
+  if (t == TimePoint::max()) return 0;
+  const std::int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  return ns > 0 ? ns : 1;  // a time in the past (but not "cleared") has passed
+}
+
+// A deadline already passed fails the call before the syscall, as Go does, so a loop with a
+// deadline stops even when data keeps arriving.
+absl::Status precheck(PollDesc* pd, Mode mode, std::string_view op, int fd) {
+  if (!pd || fd < 0) return closed_error(op, fd);
+  const std::int64_t d = pd->side(mode).deadline.load(std::memory_order_acquire);
+  if (d == PollDesc::kExpired || (d > 0 && d <= weft::detail::now_ns())) {
+    return wait_error(WaitResult::kDeadline, op, fd);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Socket::Socket(Socket&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), pd_(std::exchange(o.pd_, nullptr)) {}
+
+Socket& Socket::operator=(Socket&& o) noexcept {
+  if (this != &o) {
+    close();
+    fd_ = std::exchange(o.fd_, -1);
+    pd_ = std::exchange(o.pd_, nullptr);
+  }
+  return *this;
+}
+
+void Socket::close() noexcept {
+  const int fd = std::exchange(fd_, -1);
+  if (PollDesc* pd = std::exchange(pd_, nullptr)) poll_close(pd);
+  if (fd >= 0) ::close(fd);
+}
+
+void Socket::set_deadline(TimePoint t) {
+  set_read_deadline(t);
+  set_write_deadline(t);
+}
+
+void Socket::set_read_deadline(TimePoint t) {
+  if (pd_) poll_set_deadline(pd_, Mode::kRead, to_deadline_ns(t));
+}
+
+void Socket::set_write_deadline(TimePoint t) {
+  if (pd_) poll_set_deadline(pd_, Mode::kWrite, to_deadline_ns(t));
+}
+
+std::string Socket::local_addr() const {
+  SockAddr a;
+  a.len = sizeof a.storage;
+  if (fd_ < 0 || getsockname(fd_, a.get(), &a.len) != 0) return "";
+  return format_addr(a);
+}
+
+std::string Stream::peer_addr() const {
+  SockAddr a;
+  a.len = sizeof a.storage;
+  if (fd() < 0 || getpeername(fd(), a.get(), &a.len) != 0) return "";
+  return format_addr(a);
+}
+
+absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
+  const int fd = this->fd();
+  if (absl::Status s = precheck(pd(), Mode::kRead, "read", fd); !s.ok()) return s;
+  for (;;) {
+    const ssize_t r = ::read(fd, buf, n);
+    if (r >= 0) return static_cast<std::size_t>(r);
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EAGAIN) return errno_error(err, "read", fd);
+    if (WaitResult w = poll_wait(pd(), Mode::kRead); w != WaitResult::kReady) {
+      return wait_error(w, "read", fd);
+    }
+  }
+}
+
+absl::StatusOr<std::size_t> Stream::read(std::span<std::byte> buf) {
+  return read(buf.data(), buf.size());
+}
+
+absl::Status Stream::read_full(std::span<std::byte> buf) {
+  std::size_t got = 0;
+  while (got < buf.size()) {
+    absl::StatusOr<std::size_t> n = read(buf.data() + got, buf.size() - got);
+    if (!n.ok()) return n.status();
+    if (*n == 0) {
+      return absl::OutOfRangeError("read fd " + std::to_string(fd()) + ": end of stream after " +
+                                   std::to_string(got) + " of " + std::to_string(buf.size()) +
+                                   " bytes");
+    }
+    got += *n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Stream::write_all(const void* data, std::size_t n) {
+  const int fd = this->fd();
+  if (absl::Status s = precheck(pd(), Mode::kWrite, "write", fd); !s.ok()) return s;
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (r >= 0) {
+      p += r;
+      n -= static_cast<std::size_t>(r);
+      continue;
+    }
+    const int err = errno;
+    if (err == EINTR) continue;
+    if (err != EAGAIN) return errno_error(err, "write", fd);
+    if (WaitResult w = poll_wait(pd(), Mode::kWrite); w != WaitResult::kReady) {
+      return wait_error(w, "write", fd);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Stream::write_all(std::span<const std::byte> data) {
+  return write_all(data.data(), data.size());
+}
+
+absl::Status Stream::write_all(std::string_view s) { return write_all(s.data(), s.size()); }
+
+absl::Status Stream::shutdown_write() {
+  if (fd() < 0) return closed_error("shutdown", fd());
+  if (::shutdown(fd(), SHUT_WR) != 0) return errno_error(errno, "shutdown", fd());
+  return absl::OkStatus();
+}
+
+}  // namespace detail
+}  // namespace weft::net

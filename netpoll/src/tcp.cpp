@@ -1,0 +1,264 @@
+// Stream sockets: listen/dial/accept for TCP and Unix. Accept never makes its caller spin: on
+// EMFILE/ENFILE (fd exhaustion) it backs off with a growing sleep and retries, reporting once per
+// process on stderr; ECONNABORTED and the network errors accept(2) may pass through are retried.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <weft/net.hpp>
+#include <weft/runtime.hpp>
+
+#include "address.hpp"
+#include "io_errors.hpp"
+#include "poll_desc.hpp"
+
+namespace weft::net {
+namespace {
+
+using detail::Mode;
+using detail::PollDesc;
+using detail::SockAddr;
+using detail::WaitResult;
+
+std::atomic<bool> g_reported_fd_exhaustion{false};
+
+// Wraps a fresh non-blocking fd: registers it with the netpoller or closes it.
+absl::StatusOr<PollDesc*> register_fd(int fd, const char* what) {
+  PollDesc* pd = detail::poll_open(fd);
+  if (!pd) {
+    const int err = errno;
+    ::close(fd);
+    return detail::errno_error(err, std::string(what) + ": registering with the netpoller", fd);
+  }
+  return pd;
+}
+
+void set_nodelay(int fd) {
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// The accept loop shared by TCP and Unix listeners. Returns the new fd and its descriptor.
+absl::StatusOr<std::pair<int, PollDesc*>> accept_one(int lfd, PollDesc* lpd, bool tcp) {
+  if (lfd < 0 || !lpd) return detail::closed_error("accept", lfd);
+  auto backoff = std::chrono::milliseconds(5);
+  for (;;) {
+    const int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      if (tcp) set_nodelay(fd);
+      absl::StatusOr<PollDesc*> pd = register_fd(fd, "accept");
+      if (!pd.ok()) return pd.status();
+      return std::pair{fd, *pd};
+    }
+    const int err = errno;
+    switch (err) {
+      case EAGAIN: {
+        WaitResult w = detail::poll_wait(lpd, Mode::kRead);
+        if (w != WaitResult::kReady) return detail::wait_error(w, "accept", lfd);
+        backoff = std::chrono::milliseconds(5);
+        continue;
+      }
+      case EINTR:
+      case ECONNABORTED:
+      case EPROTO:
+      case ENETDOWN:
+      case ENOPROTOOPT:
+      case EHOSTDOWN:
+      case ENONET:
+      case EHOSTUNREACH:
+      case EOPNOTSUPP:
+      case ENETUNREACH:
+        continue;  // that connection is gone; the next one may be fine
+      case EMFILE:
+      case ENFILE:
+      case ENOBUFS:
+      case ENOMEM: {
+        if (!g_reported_fd_exhaustion.exchange(true)) {
+          std::fprintf(stderr,
+                       "weft: accept on fd %d: %s; backing off and retrying (raise the fd limit "
+                       "with `ulimit -n` or close idle connections). Reported once.\n",
+                       lfd, std::strerror(err));
+        }
+        // The pending connection stays in the backlog; retry after a pause instead of spinning.
+        // A closed listener or a passed deadline still ends the wait.
+        if (absl::Status s = detail::wait_error(
+                lpd->closing.load() ? WaitResult::kClosed : WaitResult::kReady, "accept", lfd);
+            !s.ok()) {
+          return s;
+        }
+        const std::int64_t d = lpd->rd.deadline.load(std::memory_order_acquire);
+        if (d == PollDesc::kExpired || (d > 0 && d <= weft::detail::now_ns())) {
+          return detail::wait_error(WaitResult::kDeadline, "accept", lfd);
+        }
+        weft::this_fiber::sleep_for(backoff);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+        continue;
+      }
+      default:
+        return detail::errno_error(err, "accept", lfd);
+    }
+  }
+}
+
+// connect() on a registered non-blocking socket, parking until it completes.
+absl::Status connect_fd(int fd, PollDesc* pd, const SockAddr& a, std::int64_t deadline_ns,
+                        const std::string& addr_text) {
+  if (deadline_ns > 0) detail::poll_set_deadline(pd, Mode::kWrite, deadline_ns);
+  int rc;
+  do {
+    rc = ::connect(fd, a.get(), a.len);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    if (err != EINPROGRESS) return detail::errno_error(err, "connect", fd, addr_text);
+    WaitResult w = detail::poll_wait(pd, Mode::kWrite);
+    if (w != WaitResult::kReady) {
+      if (w == WaitResult::kDeadline) {
+        return absl::DeadlineExceededError("connect fd " + std::to_string(fd) + " (" + addr_text +
+                                           "): timed out");
+      }
+      return detail::wait_error(w, "connect", fd);
+    }
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+    if (soerr != 0) return detail::errno_error(soerr, "connect", fd, addr_text);
+  }
+  if (deadline_ns > 0) detail::poll_set_deadline(pd, Mode::kWrite, 0);
+  return absl::OkStatus();
+}
+
+std::int64_t deadline_after(std::chrono::nanoseconds timeout) {
+  return timeout.count() > 0 ? weft::detail::now_ns() + timeout.count() : 0;
+}
+
+}  // namespace
+
+absl::StatusOr<TcpStream> TcpListener::accept() {
+  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(fd(), pd(), true);
+  if (!r.ok()) return r.status();
+  return TcpStream(r->first, r->second);
+}
+
+absl::StatusOr<UnixStream> UnixListener::accept() {
+  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(fd(), pd(), false);
+  if (!r.ok()) return r.status();
+  return UnixStream(r->first, r->second);
+}
+
+UnixListener::~UnixListener() {
+  if (!path_.empty()) ::unlink(path_.c_str());  // moved-from listeners have an empty path
+}
+
+absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, int backlog) {
+  weft::detail::require_fiber("weft::net::listen_tcp");
+  auto addrs = detail::resolve(addr, SOCK_STREAM, /*passive=*/true, "listen_tcp");
+  if (!addrs.ok()) return addrs.status();
+  const SockAddr& a = addrs->front();
+  const int fd = ::socket(a.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return detail::errno_error(errno, "listen_tcp: socket", -1, addr);
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd, a.get(), a.len) != 0 || ::listen(fd, backlog) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return detail::errno_error(err, "listen_tcp", fd, addr);
+  }
+  absl::StatusOr<PollDesc*> pd = register_fd(fd, "listen_tcp");
+  if (!pd.ok()) return pd.status();
+  return TcpListener(fd, *pd);
+}
+
+absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, const DialOptions& options) {
+  weft::detail::require_fiber("weft::net::dial_tcp");
+  const std::int64_t deadline = deadline_after(options.timeout);
+  auto addrs = detail::resolve(addr, SOCK_STREAM, /*passive=*/false, "dial_tcp");
+  if (!addrs.ok()) return addrs.status();
+  std::optional<SockAddr> local;
+  if (!options.local_addr.empty()) {
+    std::string src = options.local_addr;
+    if (src.find(':') == std::string::npos || (src.front() == '[' && src.back() == ']')) {
+      src += ":0";
+    }
+    auto l = detail::resolve(src, SOCK_STREAM, /*passive=*/true, "dial_tcp local_addr");
+    if (!l.ok()) return l.status();
+    local = l->front();
+  }
+  absl::Status last;
+  for (const SockAddr& a : *addrs) {
+    if (local && local->family() != a.family()) continue;
+    const std::string text = detail::format_addr(a);
+    const int fd = ::socket(a.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return detail::errno_error(errno, "dial_tcp: socket", -1, text);
+    if (local) {
+      const int one = 1;
+      setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+      if (::bind(fd, local->get(), local->len) != 0) {
+        const int err = errno;
+        ::close(fd);
+        return detail::errno_error(err, "dial_tcp: bind", fd, options.local_addr);
+      }
+    }
+    absl::StatusOr<PollDesc*> pd = register_fd(fd, "dial_tcp");
+    if (!pd.ok()) return pd.status();
+    TcpStream s(fd, *pd);  // closes the fd if we give up on this address
+    last = connect_fd(fd, *pd, a, deadline, text);
+    if (last.ok()) {
+      set_nodelay(fd);
+      return s;
+    }
+    if (absl::IsDeadlineExceeded(last)) break;
+  }
+  if (last.ok()) {
+    return absl::InvalidArgumentError("dial_tcp: no address of \"" + std::string(addr) +
+                                      "\" matches the family of local_addr " + options.local_addr);
+  }
+  return last;
+}
+
+absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, std::chrono::nanoseconds timeout) {
+  return dial_tcp(addr, DialOptions{timeout, {}});
+}
+
+absl::StatusOr<UnixListener> listen_unix(std::string_view path) {
+  weft::detail::require_fiber("weft::net::listen_unix");
+  auto a = detail::unix_addr(path, "listen_unix");
+  if (!a.ok()) return a.status();
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return detail::errno_error(errno, "listen_unix: socket", -1, path);
+  if (::bind(fd, a->get(), a->len) != 0 || ::listen(fd, 4096) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return detail::errno_error(err, "listen_unix", fd, path);
+  }
+  absl::StatusOr<PollDesc*> pd = register_fd(fd, "listen_unix");
+  if (!pd.ok()) {
+    ::unlink(std::string(path).c_str());
+    return pd.status();
+  }
+  return UnixListener(fd, *pd, std::string(path));
+}
+
+absl::StatusOr<UnixStream> dial_unix(std::string_view path) {
+  weft::detail::require_fiber("weft::net::dial_unix");
+  auto a = detail::unix_addr(path, "dial_unix");
+  if (!a.ok()) return a.status();
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return detail::errno_error(errno, "dial_unix: socket", -1, path);
+  absl::StatusOr<PollDesc*> pd = register_fd(fd, "dial_unix");
+  if (!pd.ok()) return pd.status();
+  UnixStream s(fd, *pd);
+  // A full Unix backlog makes a non-blocking connect fail with EAGAIN (it has no "in progress"
+  // state); that is reported, as Go does.
+  if (absl::Status st = connect_fd(fd, *pd, *a, 0, std::string(path)); !st.ok()) return st;
+  return s;
+}
+
+}  // namespace weft::net
