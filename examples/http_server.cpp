@@ -1,0 +1,153 @@
+// http_server: HTTP/1.1 with keep-alive (and pipelining) in blocking style, one fiber per
+// connection. Requests are parsed by Node's http_parser (Debian's libhttp-parser-dev), fed with
+// whatever each read() returns; every complete request gets a response, in order.
+//
+//   http_server --listen=127.0.0.1:8080 [--workers=N]
+//
+//   GET /        -> "Hello, World!"
+//   GET /stats   -> weft::stats() as JSON
+//   other paths  -> 404
+// Malformed requests get "400 Bad Request" and the connection is closed; a request head larger
+// than http_parser's limit (80 KiB) is malformed. Prints "listening on HOST:PORT" once ready;
+// SIGINT/SIGTERM shut it down cleanly.
+#include <absl/flags/flag.h>
+#include <absl/flags/parse.h>
+#include <absl/flags/usage.h>
+#include <absl/strings/str_cat.h>
+#include <http_parser.h>
+
+#include <cstdio>
+#include <string>
+#include <weft/weft.hpp>
+
+#include "shutdown_signal.hpp"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:8080", "address to listen on, HOST:PORT");
+ABSL_FLAG(int, workers, 0, "weft workers (0: all CPUs)");
+
+namespace {
+
+constexpr std::size_t kMaxUrl = 8192;
+
+struct Conn {
+  http_parser parser;
+  std::string url;  // of the request being parsed
+  std::string out;  // responses to write after this read's requests
+  bool close_after = false;
+};
+
+std::string response(int code, const char* reason, std::string_view content_type,
+                     std::string_view body, bool keep_alive) {
+  return absl::StrCat("HTTP/1.1 ", code, " ", reason, "\r\nServer: weft\r\nContent-Type: ",
+                      absl::string_view(content_type.data(), content_type.size()),
+                      "\r\nContent-Length: ", body.size(),
+                      keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n",
+                      absl::string_view(body.data(), body.size()));
+}
+
+std::string stats_json() {
+  const weft::Stats s = weft::stats();
+  return absl::StrCat("{\"fibers_alive\":", s.fibers_alive,
+                      ",\"fibers_spawned\":", s.fibers_spawned, ",\"switches\":", s.switches,
+                      ",\"parks\":", s.parks, ",\"steals\":", s.steals, ",\"workers\":", s.workers,
+                      ",\"stacks_in_use\":", s.stacks_in_use, "}\n");
+}
+
+int on_url(http_parser* p, const char* at, std::size_t len) {
+  auto* c = static_cast<Conn*>(p->data);
+  if (c->url.size() + len > kMaxUrl) return 1;  // error: URI too long
+  c->url.append(at, len);
+  return 0;
+}
+
+int on_message_complete(http_parser* p) {
+  auto* c = static_cast<Conn*>(p->data);
+  const bool keep_alive = http_should_keep_alive(p) != 0;
+  const std::string_view path = std::string_view(c->url).substr(0, c->url.find('?'));
+  if (p->method != HTTP_GET && p->method != HTTP_HEAD) {
+    c->out += response(405, "Method Not Allowed", "text/plain", "method not allowed\n", keep_alive);
+  } else if (path == "/") {
+    c->out += response(200, "OK", "text/plain", "Hello, World!", keep_alive);
+  } else if (path == "/stats") {
+    c->out += response(200, "OK", "application/json", stats_json(), keep_alive);
+  } else {
+    c->out += response(404, "Not Found", "text/plain", "not found\n", keep_alive);
+  }
+  c->url.clear();
+  if (!keep_alive) {
+    c->close_after = true;
+    return 1;  // stop parsing: nothing after a "Connection: close" request is served
+  }
+  return 0;
+}
+
+const http_parser_settings kSettings = [] {
+  http_parser_settings s;
+  http_parser_settings_init(&s);
+  s.on_url = on_url;
+  s.on_message_complete = on_message_complete;
+  return s;
+}();
+
+void serve(weft::net::TcpStream s) {
+  Conn c;
+  http_parser_init(&c.parser, HTTP_REQUEST);
+  c.parser.data = &c;
+  char buf[2048];
+  for (;;) {
+    absl::StatusOr<std::size_t> n = s.read(buf, sizeof buf);
+    if (!n.ok() || *n == 0) return;
+    const std::size_t parsed = http_parser_execute(&c.parser, &kSettings, buf, *n);
+    const auto err = static_cast<http_errno>(c.parser.http_errno);
+    if (!c.close_after && (err != HPE_OK || parsed != *n || c.parser.upgrade)) {
+      c.out += response(400, "Bad Request", "text/plain",
+                        absl::StrCat("bad request: ", http_errno_description(err), "\n"), false);
+      c.close_after = true;
+    }
+    if (!c.out.empty()) {
+      if (!s.write_all(c.out).ok()) return;
+      c.out.clear();
+    }
+    if (c.close_after) {
+      (void)s.shutdown_write();
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("HTTP/1.1 hello-world server on weft");
+  absl::ParseCommandLine(argc, argv);
+  examples::ShutdownSignal signals;
+  int rc = 0;
+  weft::run(
+      [&] {
+        absl::StatusOr<weft::net::TcpListener> l =
+            weft::net::listen_tcp(absl::GetFlag(FLAGS_listen));
+        if (!l.ok()) {
+          std::fprintf(stderr, "http_server: %s\n", std::string(l.status().ToString()).c_str());
+          rc = 1;
+          return;
+        }
+        std::printf("listening on %s\n", l->local_addr().c_str());
+        std::fflush(stdout);
+        weft::go([&] {
+          for (;;) {
+            absl::StatusOr<weft::net::TcpStream> c = l->accept();
+            if (!c.ok()) {
+              if (!l->is_open()) return;
+              std::fprintf(stderr, "http_server: %s\n", std::string(c.status().ToString()).c_str());
+              continue;
+            }
+            weft::go([s = std::move(*c)]() mutable { serve(std::move(s)); });
+          }
+        });
+        const int sig = signals.wait();
+        std::printf("http_server: signal %d, shutting down\n", sig);
+        l->close();
+      },
+      weft::Options{.workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)))});
+  return rc;
+}
