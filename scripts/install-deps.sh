@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what weft needs on Debian 12, and nothing that is already there (safe to run twice).
 # Build: g++, cmake, Boost.Context + Boost (Lockfree), abseil, GoogleTest, Google Benchmark.
-# Benchmarks: Go 1.19 and Boost.Fiber (the peers), linux-perf (profiling). Tools: clang-format.
+# Benchmarks: Go 1.19 and Boost.Fiber (the peers), wrk (HTTP load), linux-perf (profiling).
+# Examples: libhttp-parser-dev (http_server). Tools: clang-format.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libboost-context-dev libboost-dev libabsl-dev
           libgtest-dev libgmock-dev libbenchmark-dev libboost-fiber-dev golang-go linux-perf
-          clang-format)
+          clang-format libhttp-parser-dev wrk)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
