@@ -4,7 +4,8 @@
 //     ready cases each is chosen with equal probability (also when one channel appears twice).
 //  2. Lock order: the distinct channels sorted by address, so that two selects (and plain ops,
 //     which hold one lock) can never deadlock.
-//  3. With every lock held, poll the cases in poll order; the first that can proceed runs.
+//  3. Poll the cases in poll order, first each under its own lock (cheap when one is ready), then
+//     with every lock held; the first that can proceed runs.
 //     Otherwise: default returns; a timeout already due returns; else one waiter per case is
 //     queued, all sharing one SelectWait whose `fired` is won by CAS (a peer's claim(), close(),
 //     or the timeout timer), and the caller parks. The commit arms the timeout timer, then
@@ -14,6 +15,7 @@
 //     still releasing later locks (reading them from this frame); we cannot get past the re-lock
 //     until the commit released the last one, after which it touches nothing of ours.
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -23,9 +25,9 @@
 namespace weft::detail {
 namespace {
 
-// A cheap per-thread generator for the poll order. thread_local is safe here: it is used only
-// before the park, never across a switch.
-__attribute__((noinline)) std::uint32_t fast_rand(std::uint32_t bound) noexcept {
+// A cheap per-thread generator for the poll order. thread_local is safe here: select_run uses it
+// only before it parks, never after a switch (where the fiber may be on another thread).
+inline std::uint32_t fast_rand(std::uint32_t bound) noexcept {
   static thread_local std::uint64_t state = 0;
   if (state == 0) state = reinterpret_cast<std::uintptr_t>(&state) * 0x9E3779B97F4A7C15ull | 1;
   state ^= state << 13;
@@ -148,7 +150,44 @@ std::size_t select_run(SelectCase* cases, std::size_t n) {
       ++k;
     }
   }
-  std::sort(lockv.data(), lockv.data() + nactive);
+  // Fast pass, one channel at a time in poll order: a case that is ready is taken under its own
+  // lock alone. Choosing the first ready case in a random order is what the locked pass below
+  // does too, so the choice stays uniform; buffered channels that look empty (recv) or full
+  // (send) are skipped without locking. Only when nothing is ready do we pay for locking every
+  // channel, which is what makes the poll-then-enqueue step atomic.
+  for (std::size_t p = 0; p < nactive; ++p) {
+    SelectCase& sc = cases[poll[p]];
+    ChanCore* c = sc.chan;
+    if (c->cap > 0 && !c->closed.load(std::memory_order_acquire)) {
+      const std::size_t count = c->count.load(std::memory_order_relaxed);
+      if (sc.kind == SelectCase::kRecv ? count == 0 : count == c->cap) continue;
+    }
+    Waker wake;
+    c->lock.lock();
+    TryResult r = sc.kind == SelectCase::kRecv ? recv_locked(c, sc.slot, &wake)
+                                               : send_locked(c, sc.slot, &wake);
+    c->lock.unlock();
+    if (r == TryResult::kNotReady) continue;
+    if (!wake.empty()) wake.wake();
+    if (sc.kind == SelectCase::kSend) {
+      if (r == TryResult::kClosed) throw ChannelClosed("weft::select: send on a closed channel");
+    } else {
+      sc.received = r == TryResult::kDone;
+    }
+    return poll[p];
+  }
+
+  if (nactive <= 8) {
+    // Insertion sort: selects are small, and std::sort's set-up costs more than the sorting.
+    for (std::size_t i = 1; i < nactive; ++i) {
+      ChanCore* c = lockv[i];
+      std::size_t j = i;
+      for (; j > 0 && std::less<>{}(c, lockv[j - 1]); --j) lockv[j] = lockv[j - 1];
+      lockv[j] = c;
+    }
+  } else {
+    std::sort(lockv.data(), lockv.data() + nactive);
+  }
   const Locks locks{
       lockv.data(),
       static_cast<std::size_t>(std::unique(lockv.data(), lockv.data() + nactive) - lockv.data())};

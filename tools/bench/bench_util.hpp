@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -40,6 +41,14 @@ inline constexpr std::uint64_t kSkynetN = 1'000'000;   // leaves (a power of 10)
 inline constexpr std::uint64_t kParkN = 100'000;       // parked fibers
 inline constexpr std::uint64_t kMutexN = 10'000'000;   // increments in total
 inline constexpr std::uint64_t kSkynetDiv = 10;
+inline constexpr std::uint64_t kChanPingPongN = 1'000'000;  // round trips
+inline constexpr std::uint64_t kChanMpmcN = 10'000'000;     // items in total
+inline constexpr std::uint64_t kSelect2N = 2'000'000;       // selects (items in total)
+// The channel benches' fixed shapes.
+inline constexpr unsigned kMpmcProducers = 4;
+inline constexpr unsigned kMpmcConsumers = 4;
+inline constexpr std::size_t kMpmcCapacity = 1024;
+inline constexpr std::size_t kSelect2Capacity = 128;
 
 [[noreturn]] inline void usage_error(const char* prog, const std::string& msg) {
   std::fprintf(stderr, "%s: %s\nusage: %s --bench=NAME [--workers=N] [--n=COUNT]\n", prog,
@@ -155,6 +164,9 @@ inline void check_skynet_size(const char* prog, std::uint64_t n) {
 }
 
 inline std::uint64_t skynet_expected(std::uint64_t n) { return n * (n - 1) / 2; }
+
+// 0 + 1 + ... + (n-1): what the channel benches send, so what their receivers must add up to.
+inline std::uint64_t sum_below(std::uint64_t n) { return n * (n - 1) / 2; }
 
 // Reports a failed verification and returns the exit status for it.
 inline int verify(std::string_view bench, std::uint64_t got, std::uint64_t want) {

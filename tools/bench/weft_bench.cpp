@@ -3,9 +3,17 @@
 // and mirrors its peers line for line, so a ratio compares runtimes, not programs:
 //   switch   two fibers on one worker yield to each other; ns per yield (Go: Gosched, 1 P)
 //   spawn    one fiber spawns N empty fibers, a WaitGroup waits for all; ns per spawn, peak RSS
-//   skynet   10-ary tree of fibers, weft::spawn + Task::join; sum verified; ms, peak RSS
+//   skynet   the classic skynet: 10-ary tree of fibers (weft::go), each node sums its children
+//            through its own unbuffered Chan, as the original does; sum verified; ms, peak RSS
 //   park_mem N fibers parked on their own Semaphore(0); statm RSS delta per fiber
 //   mutex    4*workers fibers increment one counter under weft::Mutex; count verified
+//   chan_pingpong two fibers, two unbuffered Chan<int>: one sends i on ping and waits for the
+//            reply on pong, the other echoes; N round trips; sum verified; ns per round trip.
+//            Run on 1 and 2 workers: the scheduler decides itself where the two fibers run
+//   chan_mpmc 4 producers send disjoint ranges of 0..N-1 into one Chan<int> of capacity 1024, 4
+//            consumers receive until it is closed and sum; sum and count verified; ns per item
+//   select2  two producers each send half of 0..N-1 into their own Chan<int> of capacity 128;
+//            one consumer runs N selects over both; sum verified; ns per select
 // Interface and output: see bench_util.hpp.
 #include <algorithm>
 #include <chrono>
@@ -13,7 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <vector>
-#include <weft/runtime.hpp>
+#include <weft/weft.hpp>
 
 #include "bench_util.hpp"
 
@@ -61,17 +69,20 @@ int bench_spawn(const bench::Args& a) {
   return 0;
 }
 
-std::uint64_t skynet(std::uint64_t num, std::uint64_t size, std::uint64_t div) {
-  if (size == 1) return num;
+void skynet(const weft::Chan<std::uint64_t>& out, std::uint64_t num, std::uint64_t size,
+            std::uint64_t div) {
+  if (size == 1) {
+    out.send(num);
+    return;
+  }
+  weft::Chan<std::uint64_t> rc;
   const std::uint64_t sub = size / div;
-  std::vector<weft::Task<std::uint64_t>> children;
-  children.reserve(div);
   for (std::uint64_t i = 0; i < div; ++i) {
-    children.push_back(weft::spawn([num, sub, div, i] { return skynet(num + i * sub, sub, div); }));
+    weft::go([rc, num, sub, div, i] { skynet(rc, num + i * sub, sub, div); });
   }
   std::uint64_t sum = 0;
-  for (auto& child : children) sum += child.join();
-  return sum;
+  for (std::uint64_t i = 0; i < div; ++i) sum += *rc.recv();
+  out.send(sum);
 }
 
 int bench_skynet(const bench::Args& a) {
@@ -85,8 +96,9 @@ int bench_skynet(const bench::Args& a) {
       [n] {
         const auto t0 = bench::Clock::now();
         // The root is a fiber too, as in Go's `go skynet(c, 0, size, 10); <-c`.
-        auto root = weft::spawn([n] { return skynet(0, n, bench::kSkynetDiv); });
-        const std::uint64_t sum = root.join();
+        weft::Chan<std::uint64_t> c;
+        weft::go([c, n] { skynet(c, 0, n, bench::kSkynetDiv); });
+        const std::uint64_t sum = *c.recv();
         return Out{sum, bench::ns_since(t0)};
       },
       weft::Options{.workers = bench::resolve_workers(a)});
@@ -189,6 +201,132 @@ int bench_timer(const bench::Args& a) {
   return 0;
 }
 
+// n*(n-1)/2, the sum of 0..n-1, which every channel bench sends.
+std::int64_t sum_below(std::int64_t n) { return n * (n - 1) / 2; }
+
+int bench_chan_pingpong(const bench::Args& a) {
+  const std::int64_t n = static_cast<std::int64_t>(bench::size_or(a, bench::kChanPingPongN));
+  struct Out {
+    std::int64_t sum;
+    double ns;
+  };
+  const Out out = weft::run(
+      [n] {
+        weft::Chan<int> ping, pong;
+        std::int64_t sum = 0;
+        weft::WaitGroup wg;
+        wg.add(2);
+        const auto t0 = bench::Clock::now();
+        weft::go([&] {  // the echo
+          for (std::int64_t i = 0; i < n; ++i) pong.send(*ping.recv());
+          wg.done();
+        });
+        weft::go([&] {
+          for (std::int64_t i = 0; i < n; ++i) {
+            ping.send(static_cast<int>(i));
+            sum += *pong.recv();
+          }
+          wg.done();
+        });
+        wg.wait();
+        return Out{sum, bench::ns_since(t0)};
+      },
+      weft::Options{.workers = bench::resolve_workers(a)});
+  if (int rc = bench::verify("chan_pingpong", out.sum, sum_below(n))) return rc;
+  bench::result("chan_pingpong", bench::variant_of(a), "ns_per_roundtrip",
+                out.ns / static_cast<double>(n), "ns");
+  return 0;
+}
+
+int bench_chan_mpmc(const bench::Args& a) {
+  const std::int64_t n = static_cast<std::int64_t>(bench::size_or(a, bench::kChanMpmcN));
+  struct Out {
+    std::int64_t sum, count;
+    double ns;
+  };
+  const Out out = weft::run(
+      [n] {
+        weft::Chan<int> ch(bench::kMpmcCapacity);
+        std::vector<std::int64_t> sums(bench::kMpmcConsumers), counts(bench::kMpmcConsumers);
+        weft::WaitGroup producers, consumers;
+        producers.add(bench::kMpmcProducers);
+        consumers.add(bench::kMpmcConsumers);
+        const auto t0 = bench::Clock::now();
+        for (unsigned c = 0; c < bench::kMpmcConsumers; ++c) {
+          weft::go([&, c] {
+            std::int64_t sum = 0, count = 0;
+            for (int v : ch) {
+              sum += v;
+              ++count;
+            }
+            sums[c] = sum;
+            counts[c] = count;
+            consumers.done();
+          });
+        }
+        for (std::int64_t p = 0; p < bench::kMpmcProducers; ++p) {
+          const int lo = static_cast<int>(n * p / bench::kMpmcProducers);
+          const int hi = static_cast<int>(n * (p + 1) / bench::kMpmcProducers);
+          weft::go([&, lo, hi] {
+            for (int i = lo; i < hi; ++i) ch.send(i);
+            producers.done();
+          });
+        }
+        producers.wait();
+        ch.close();
+        consumers.wait();
+        const double ns = bench::ns_since(t0);
+        Out o{0, 0, ns};
+        for (unsigned c = 0; c < bench::kMpmcConsumers; ++c) {
+          o.sum += sums[c];
+          o.count += counts[c];
+        }
+        return o;
+      },
+      weft::Options{.workers = bench::resolve_workers(a)});
+  if (int rc = bench::verify("chan_mpmc", out.count, n)) return rc;
+  if (int rc = bench::verify("chan_mpmc", out.sum, sum_below(n))) return rc;
+  bench::result("chan_mpmc", bench::variant_of(a), "ns_per_item", out.ns / static_cast<double>(n),
+                "ns");
+  return 0;
+}
+
+int bench_select2(const bench::Args& a) {
+  const std::int64_t n = static_cast<std::int64_t>(bench::size_or(a, bench::kSelect2N));
+  struct Out {
+    std::int64_t sum;
+    double ns;
+  };
+  const Out out = weft::run(
+      [n] {
+        weft::Chan<int> ca(bench::kSelect2Capacity), cb(bench::kSelect2Capacity);
+        std::int64_t sum = 0;
+        weft::WaitGroup wg;
+        wg.add(3);
+        auto send = [&wg](weft::Chan<int> ch, int lo, int hi) {
+          for (int i = lo; i < hi; ++i) ch.send(i);
+          wg.done();
+        };
+        const auto t0 = bench::Clock::now();
+        weft::go([&] {  // the consumer
+          for (std::int64_t i = 0; i < n; ++i) {
+            weft::select(weft::case_recv(ca, [&](std::optional<int> v) { sum += *v; }),
+                         weft::case_recv(cb, [&](std::optional<int> v) { sum += *v; }));
+          }
+          wg.done();
+        });
+        weft::go([&] { send(ca, 0, static_cast<int>(n / 2)); });
+        weft::go([&] { send(cb, static_cast<int>(n / 2), static_cast<int>(n)); });
+        wg.wait();
+        return Out{sum, bench::ns_since(t0)};
+      },
+      weft::Options{.workers = bench::resolve_workers(a)});
+  if (int rc = bench::verify("select2", out.sum, sum_below(n))) return rc;
+  bench::result("select2", bench::variant_of(a), "ns_per_select", out.ns / static_cast<double>(n),
+                "ns");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -200,7 +338,10 @@ int main(int argc, char** argv) {
   if (a.bench == "park_mem") return bench_park_mem(a);
   if (a.bench == "mutex") return bench_mutex(a);
   if (a.bench == "timer") return bench_timer(a);
-  bench::usage_error(g_prog,
-                     "unsupported bench: " + a.bench +
-                         " (weft implements switch, spawn, skynet, park_mem, mutex, timer)");
+  if (a.bench == "chan_pingpong") return bench_chan_pingpong(a);
+  if (a.bench == "chan_mpmc") return bench_chan_mpmc(a);
+  if (a.bench == "select2") return bench_select2(a);
+  bench::usage_error(g_prog, "unsupported bench: " + a.bench +
+                                 " (weft implements switch, spawn, skynet, park_mem, mutex, timer, "
+                                 "chan_pingpong, chan_mpmc, select2)");
 }

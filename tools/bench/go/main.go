@@ -8,6 +8,13 @@
 //	skynet   the classic goroutine + unbuffered channel skynet; sum verified; ms, peak RSS
 //	park_mem N goroutines each blocked on its own chan struct{}; statm RSS delta per goroutine
 //	mutex    4*GOMAXPROCS goroutines increment one counter under sync.Mutex; count verified
+//	chan_pingpong two goroutines, two unbuffered chan int: one sends i on ping and waits for the
+//	         reply on pong, the other echoes; N round trips; sum of the replies verified; ns per round
+//	         trip. Run with GOMAXPROCS 1 and 2: Go decides itself where the two goroutines run
+//	chan_mpmc 4 producers send disjoint ranges of 0..N-1 into one chan int of capacity 1024, 4
+//	         consumers receive until it is closed and sum; sum and count verified; ns per item
+//	select2  two producers each send half of 0..N-1 into their own chan int of capacity 128; one
+//	         consumer runs N selects over both; sum verified; ns per select
 //
 // Worker count = GOMAXPROCS; --workers=0 means all CPUs (runtime.NumCPU()).
 //
@@ -33,10 +40,19 @@ const (
 	parkN     = 100_000
 	mutexN    = 10_000_000
 	skynetDiv = 10
+
+	chanPingPongN = 1_000_000  // round trips
+	chanMPMCN     = 10_000_000 // items in total
+	select2N      = 2_000_000  // selects (items in total)
+
+	mpmcProducers = 4
+	mpmcConsumers = 4
+	mpmcCapacity  = 1024
+	select2Cap    = 128
 )
 
 var (
-	benchFlag   = flag.String("bench", "", "switch, spawn, skynet, park_mem or mutex")
+	benchFlag   = flag.String("bench", "", "switch, spawn, skynet, park_mem, mutex, chan_pingpong, chan_mpmc or select2")
 	workersFlag = flag.Int("workers", 0, "worker threads (GOMAXPROCS); 0 means all CPUs")
 	nFlag       = flag.Int64("n", 0, "size override (0: the bench's default)")
 )
@@ -248,6 +264,112 @@ func benchMutex() {
 	result("mutex", variant(), "ns_per_increment", ns/float64(n), "ns")
 }
 
+// n*(n-1)/2, the sum of 0..n-1, which every channel bench sends.
+func sumBelow(n int64) int64 { return n * (n - 1) / 2 }
+
+func benchChanPingPong() {
+	runtime.GOMAXPROCS(resolveWorkers())
+	n := int(sizeOr(chanPingPongN))
+	ping, pong := make(chan int), make(chan int)
+	var sum int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	t0 := time.Now()
+	go func() { // the echo
+		for i := 0; i < n; i++ {
+			pong <- <-ping
+		}
+		wg.Done()
+	}()
+	go func() {
+		for i := 0; i < n; i++ {
+			ping <- i
+			sum += int64(<-pong)
+		}
+		wg.Done()
+	}()
+	wg.Wait()
+	ns := float64(time.Since(t0).Nanoseconds())
+	verify("chan_pingpong", sum, sumBelow(int64(n)))
+	result("chan_pingpong", variant(), "ns_per_roundtrip", ns/float64(n), "ns")
+}
+
+func benchChanMPMC() {
+	runtime.GOMAXPROCS(resolveWorkers())
+	n := sizeOr(chanMPMCN)
+	ch := make(chan int, mpmcCapacity)
+	sums := make([]int64, mpmcConsumers)
+	counts := make([]int64, mpmcConsumers)
+	var producers, consumers sync.WaitGroup
+	producers.Add(mpmcProducers)
+	consumers.Add(mpmcConsumers)
+	t0 := time.Now()
+	for c := 0; c < mpmcConsumers; c++ {
+		go func(c int) {
+			var sum, count int64
+			for v := range ch {
+				sum += int64(v)
+				count++
+			}
+			sums[c], counts[c] = sum, count
+			consumers.Done()
+		}(c)
+	}
+	for p := int64(0); p < mpmcProducers; p++ {
+		go func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				ch <- i
+			}
+			producers.Done()
+		}(int(n*p/mpmcProducers), int(n*(p+1)/mpmcProducers))
+	}
+	producers.Wait()
+	close(ch)
+	consumers.Wait()
+	ns := float64(time.Since(t0).Nanoseconds())
+	var sum, count int64
+	for c := 0; c < mpmcConsumers; c++ {
+		sum += sums[c]
+		count += counts[c]
+	}
+	verify("chan_mpmc", count, n)
+	verify("chan_mpmc", sum, sumBelow(n))
+	result("chan_mpmc", variant(), "ns_per_item", ns/float64(n), "ns")
+}
+
+func benchSelect2() {
+	runtime.GOMAXPROCS(resolveWorkers())
+	n := int(sizeOr(select2N))
+	a, b := make(chan int, select2Cap), make(chan int, select2Cap)
+	var sum int64
+	var wg sync.WaitGroup
+	wg.Add(3)
+	send := func(ch chan int, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			ch <- i
+		}
+		wg.Done()
+	}
+	t0 := time.Now()
+	go func() { // the consumer
+		for i := 0; i < n; i++ {
+			select {
+			case v := <-a:
+				sum += int64(v)
+			case v := <-b:
+				sum += int64(v)
+			}
+		}
+		wg.Done()
+	}()
+	go send(a, 0, n/2)
+	go send(b, n/2, n)
+	wg.Wait()
+	ns := float64(time.Since(t0).Nanoseconds())
+	verify("select2", sum, sumBelow(int64(n)))
+	result("select2", variant(), "ns_per_select", ns/float64(n), "ns")
+}
+
 func main() {
 	flag.Parse()
 	if flag.NArg() != 0 {
@@ -270,9 +392,15 @@ func main() {
 		benchParkMem()
 	case "mutex":
 		benchMutex()
+	case "chan_pingpong":
+		benchChanPingPong()
+	case "chan_mpmc":
+		benchChanMPMC()
+	case "select2":
+		benchSelect2()
 	case "":
 		usageError("--bench is required")
 	default:
-		usageError("unsupported bench: " + *benchFlag + " (go implements switch, spawn, skynet, park_mem, mutex)")
+		usageError("unsupported bench: " + *benchFlag + " (go implements switch, spawn, skynet, park_mem, mutex, chan_pingpong, chan_mpmc, select2)")
 	}
 }
