@@ -10,6 +10,7 @@
 
 #include "registry.hpp"
 #include "scheduler.hpp"
+#include "stack_profiler.hpp"
 #include "weft/detail/assert.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -194,6 +195,9 @@ void after_switch(void* from_ctx) {
       break;
     case Pending::kExit: {
       Fiber* f = p.from;
+      if (StackProfiler* prof = w.rt->profiler()) {
+        prof->record(f->name, f->stack.load(std::memory_order_relaxed), f->unwound);
+      }
       w.rt->stacks().release(w.stacks, f->stack.load(std::memory_order_relaxed));
       w.stacks_in_use.fetch_sub(1, std::memory_order_relaxed);
       f->stack.store(nullptr, std::memory_order_relaxed);

@@ -2,6 +2,7 @@
 #include "monitor.hpp"
 
 #include <pthread.h>
+#include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -18,9 +19,23 @@ namespace weft::detail {
 namespace {
 constexpr std::int64_t kMs = 1000000;
 constexpr std::int64_t kTrimEvery = 100 * kMs;
+
+// SIGQUIT (Ctrl-\), as in Go, asks for a fiber dump; unlike Go the process keeps running, since
+// a server under investigation should not die of being looked at. The handler only sets a flag
+// (async-signal-safe); the monitor prints the dump on its next tick.
+std::atomic<bool> g_dump_requested{false};
+void on_sigquit(int) { g_dump_requested.store(true, std::memory_order_relaxed); }
 }  // namespace
 
 Monitor::Monitor(Runtime& rt) : rt_(rt) {
+  struct sigaction old {};
+  if (sigaction(SIGQUIT, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+    struct sigaction sa {};
+    sa.sa_handler = &on_sigquit;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigquit_installed_ = sigaction(SIGQUIT, &sa, nullptr) == 0;
+  }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "weft-monitor");
     OwnThread own;
@@ -35,6 +50,7 @@ Monitor::~Monitor() {
   }
   cv_.notify_all();
   thread_.join();
+  if (sigquit_installed_) signal(SIGQUIT, SIG_DFL);
 }
 
 void Monitor::loop() {
@@ -50,6 +66,12 @@ void Monitor::loop() {
     const std::int64_t now = now_ns();
     rt_.set_coarse_now(now);
     if (threshold > 0) check_watchdog(now);
+    if (g_dump_requested.exchange(false, std::memory_order_relaxed)) {
+      std::fprintf(stderr, "weft: SIGQUIT: fiber dump\n");
+      std::fflush(stderr);
+      rt_.registry().dump(std::cerr, rt_.stacks().stack_size(), now);
+      std::cerr.flush();
+    }
     if (rt_.options().detect_deadlock && check_deadlock()) {
       std::fprintf(stderr, "weft: all fibers are asleep - deadlock!\n\n");
       std::fflush(stderr);

@@ -5,7 +5,8 @@
 //  - detects deadlock as Go does: every worker idle, nothing queued, no timer, no blocking() job,
 //    nothing parked on the poller, no outside thread that could still wake a fiber, for two
 //    consecutive checks with no switch in between; then prints the dump and aborts,
-//  - trims the shared stack pool so RSS follows the live fibers.
+//  - trims the shared stack pool so RSS follows the live fibers,
+//  - prints a fiber dump on SIGQUIT (installed only if SIGQUIT has its default action).
 // It never runs fibers and never touches run queues; it reads per-worker counters (relaxed).
 #pragma once
 
@@ -39,6 +40,7 @@ class Monitor {
   std::atomic<std::uint64_t> reports_{0};
   std::uint64_t quiet_switches_ = ~0ull;
   int quiet_checks_ = 0;
+  bool sigquit_installed_ = false;
   std::thread thread_;
 };
 

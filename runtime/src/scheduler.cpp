@@ -17,6 +17,7 @@
 #include "overflow_guard.hpp"
 #include "own_threads.hpp"
 #include "registry.hpp"
+#include "stack_profiler.hpp"
 #include "thread_parker.hpp"
 #include "timers.hpp"
 #include "weft/detail/assert.hpp"
@@ -112,6 +113,9 @@ Options resolve(const Options& in) {
   // Sanitizers grow frames several times over; keep the programs that fit normally fitting.
   if (o.stack_size < 256 * 1024) o.stack_size = 256 * 1024;
 #endif
+  if (o.stack_profile.empty()) {
+    if (const char* path = std::getenv("WEFT_STACK_PROFILE")) o.stack_profile = path;
+  }
   return o;
 }
 
@@ -139,6 +143,9 @@ Runtime::Runtime(const Options& opts) : opts_(resolve(opts)) {
   timers_ = std::make_unique<TimerHeap>();
   registry_ = std::make_unique<Registry>();
   blocking_ = std::make_unique<BlockingPool>(opts_.max_blocking_threads);
+  if (!opts_.stack_profile.empty()) {
+    profiler_ = std::make_unique<StackProfiler>(opts_.stack_profile, stacks_->stack_size());
+  }
   PollerFactory factory = g_poller_factory.load();
   poller_ = factory ? factory() : std::make_unique<CondvarPoller>();
   for (unsigned i = 0; i < opts_.workers; ++i) {

@@ -48,6 +48,7 @@ class BlockingPool;
 class Monitor;
 class TimerHeap;
 class Registry;
+class StackProfiler;
 
 // What the fiber that resumes next must do on behalf of the one that switched away.
 struct Pending {
@@ -135,6 +136,7 @@ class Runtime {
   Registry& registry() noexcept { return *registry_; }
   BlockingPool& blocking() noexcept { return *blocking_; }
   Poller& poller() noexcept { return *poller_; }
+  StackProfiler* profiler() noexcept { return profiler_.get(); }  // null unless profiling
 
   // Makes a woken fiber runnable. From a worker: its runnext slot; else the global queue.
   void submit_ready(Fiber* f) noexcept;
@@ -197,6 +199,7 @@ class Runtime {
   std::unique_ptr<BlockingPool> blocking_;
   std::unique_ptr<Poller> poller_;
   std::unique_ptr<Monitor> monitor_;
+  std::unique_ptr<StackProfiler> profiler_;  // destroyed (profile written) with the runtime
 
   boost::lockfree::queue<Fiber*> gq_{1024};
   std::atomic<std::int64_t> gq_size_{0};

@@ -20,6 +20,7 @@
 #include <new>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -48,6 +49,10 @@ struct Options {
   std::chrono::milliseconds watchdog_threshold{50};
   // Upper bound on blocking() pool threads; more concurrent jobs queue.
   unsigned max_blocking_threads = 64;
+  // Stack-size profiling: when set (or $WEFT_STACK_PROFILE is), every fiber's stack high-water
+  // mark is recorded by fiber name and written to this JSON file when run() returns; read it
+  // with `tools/stackprof/weft-stackprof report FILE`. Costs nothing when empty.
+  std::string stack_profile;
 };
 
 namespace detail {

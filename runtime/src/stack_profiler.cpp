@@ -1,0 +1,115 @@
+// Stack profiling; design and method in stack_profiler.hpp.
+#include "stack_profiler.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace weft::detail {
+
+StackProfiler::StackProfiler(std::string path, std::size_t stack_size)
+    : path_(std::move(path)),
+      stack_size_(stack_size),
+      page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) {}
+
+StackProfiler::~StackProfiler() { write(); }
+
+std::size_t StackProfiler::high_water(char* stack, char** low) const noexcept {
+  *low = stack + stack_size_;
+  const std::size_t pages = stack_size_ / page_;
+  std::vector<unsigned char> resident(pages);
+  if (mincore(stack, stack_size_, resident.data()) != 0) return 0;
+  std::size_t lowest = pages;
+  for (std::size_t i = 0; i < pages; ++i) {
+    if (resident[i] & 1) {
+      lowest = i;
+      break;
+    }
+  }
+  if (lowest == pages) return 0;
+  // Lowest non-zero word at or above the deepest resident page.
+  std::size_t off = lowest * page_;
+  for (; off < stack_size_; off += sizeof(std::uint64_t)) {
+    std::uint64_t word;
+    std::memcpy(&word, stack + off, sizeof word);
+    if (word != 0) break;
+  }
+  *low = stack + off;
+  return stack_size_ - off;
+}
+
+void StackProfiler::record(const std::string* name, char* stack, bool unwound) noexcept {
+  char* low = nullptr;
+  const std::size_t used = high_water(stack, &low);
+  std::memset(low, 0, used);  // the next fiber on this stack starts from zeros again
+  const std::size_t bucket = (used + 63) / 64 * 64;
+  try {
+    std::lock_guard lock(mu_);
+    PerName& p = by_name_[name ? *name : std::string()];
+    ++p.count;
+    if (unwound) ++p.unwound;
+    if (used > p.max) p.max = used;
+    ++p.used[bucket];
+  } catch (...) {
+    // Out of memory while profiling: drop the sample rather than fail the fiber's exit.
+  }
+}
+
+namespace {
+void write_json_string(std::FILE* f, const std::string& s) {
+  std::fputc('"', f);
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      std::fputc('\\', f);
+      std::fputc(c, f);
+    } else if (c < 0x20) {
+      std::fprintf(f, "\\u%04x", c);
+    } else {
+      std::fputc(c, f);
+    }
+  }
+  std::fputc('"', f);
+}
+}  // namespace
+
+void StackProfiler::write() const {
+  std::lock_guard lock(mu_);
+  std::FILE* f = std::fopen(path_.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "weft: stack profile: cannot write %s: %s\n", path_.c_str(),
+                 std::strerror(errno));
+    return;
+  }
+  std::fprintf(f,
+               "{\n  \"format\": \"weft-stack-profile/1\",\n  \"method\": \"deepest resident page "
+               "(mincore) + zero scan\",\n  \"stack_size\": %zu,\n  \"page_size\": %zu,\n"
+               "  \"bucket_bytes\": 64,\n  \"fibers\": [",
+               stack_size_, page_);
+  bool first = true;
+  for (const auto& [name, p] : by_name_) {
+    std::fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
+    first = false;
+    write_json_string(f, name);
+    std::fprintf(f, ", \"count\": %llu, \"unwound\": %llu, \"max\": %zu, \"used\": {",
+                 static_cast<unsigned long long>(p.count),
+                 static_cast<unsigned long long>(p.unwound), p.max);
+    bool first_bucket = true;
+    for (const auto& [bytes, n] : p.used) {
+      std::fprintf(f, "%s\"%zu\": %llu", first_bucket ? "" : ", ", bytes,
+                   static_cast<unsigned long long>(n));
+      first_bucket = false;
+    }
+    std::fprintf(f, "}}");
+  }
+  std::fprintf(f, "\n  ]\n}\n");
+  if (std::fclose(f) != 0) {
+    std::fprintf(stderr, "weft: stack profile: error writing %s: %s\n", path_.c_str(),
+                 std::strerror(errno));
+  }
+}
+
+}  // namespace weft::detail
