@@ -43,8 +43,14 @@ void serve(weft::net::TcpStream conn) {
 void print_stats(const char* what) {
   const weft::Stats st = weft::stats();
   std::printf("%s: conns=%" PRId64 " accepted=%" PRIu64 " fibers=%" PRIu64 " rss_bytes=%" PRIu64
-              "\n",
-              what, g_conns.load(), g_accepted.load(), st.fibers_alive, examples::rss_bytes());
+              " spawned=%" PRIu64 " switches=%" PRIu64 " parks=%" PRIu64 " steals=%" PRIu64
+              " workers=%" PRIu64 " stacks_in_use=%" PRIu64 " stacks_cached=%" PRIu64
+              " stack_bytes_reserved=%" PRIu64 " timers_fired=%" PRIu64 " blocking_jobs=%" PRIu64
+              " blocking_threads=%" PRIu64 " watchdog_reports=%" PRIu64 "\n",
+              what, g_conns.load(), g_accepted.load(), st.fibers_alive, examples::rss_bytes(),
+              st.fibers_spawned, st.switches, st.parks, st.steals, st.workers, st.stacks_in_use,
+              st.stacks_cached, st.stack_bytes_reserved, st.timers_fired, st.blocking_jobs,
+              st.blocking_threads, st.watchdog_reports);
   std::fflush(stdout);
 }
 

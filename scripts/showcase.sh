@@ -73,6 +73,10 @@ printf "%-34s p50 %s us, p99 %s us, p99.9 %s us\n" "latency" "$(field p50_us)" "
 printf "%-34s %s\n" "errors" "$(field errors)"
 printf "%-34s %s connections, %s fibers alive, RSS %s MiB\n" "server at peak" "$peak_conns" "$peak_fibers" "$((peak_rss / 1048576))"
 printf "%-34s %s bytes per connection (fiber, stack pages, buffers; kernel socket memory not included)\n" "server RSS per connection" "$per_conn"
+echo "server weft::stats() at peak (field meanings: README, section weft::stats()):"
+grep '^stats:' "$log/server.out" | awk -v c="$peak_conns" '$2 == "conns="c' | tail -1 |
+  sed 's/^stats: //' | tr ' ' '\n' | grep -v -E '^(conns|accepted|rss_bytes)=' | paste -sd' ' |
+  fold -s -w 72 | sed 's/^/  /'
 echo "========================================================================"
 if [ "$(field conns)" != "$conns" ]; then
   echo "(held fewer than requested: see the loadgen's messages above: fd limit or memory)"
