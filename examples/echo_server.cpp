@@ -72,12 +72,15 @@ int main(int argc, char** argv) {
         }
         std::printf("listening on %s\n", l->local_addr().c_str());
         std::fflush(stdout);
-        weft::go([&] {
+        // Joined before `l` goes away: the accept loop ends when close() wakes it.
+        weft::Task<void> acceptor = weft::spawn([&] {
           for (;;) {
             absl::StatusOr<weft::net::TcpStream> c = l->accept();
             if (!c.ok()) {
               if (!l->is_open()) return;  // closed for shutdown
               std::fprintf(stderr, "echo_server: %s\n", std::string(c.status().ToString()).c_str());
+              weft::this_fiber::sleep_for(
+                  std::chrono::milliseconds(10));  // do not spin on a persistent error
               continue;
             }
             g_accepted.fetch_add(1, std::memory_order_relaxed);
@@ -98,6 +101,7 @@ int main(int argc, char** argv) {
         std::printf("echo_server: signal %d, shutting down\n", sig);
         print_stats("final");
         l->close();
+        acceptor.join();
       },
       weft::Options{.workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)))});
   return rc;

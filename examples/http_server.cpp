@@ -133,12 +133,15 @@ int main(int argc, char** argv) {
         }
         std::printf("listening on %s\n", l->local_addr().c_str());
         std::fflush(stdout);
-        weft::go([&] {
+        // Joined before `l` goes away: the accept loop ends when close() wakes it.
+        weft::Task<void> acceptor = weft::spawn([&] {
           for (;;) {
             absl::StatusOr<weft::net::TcpStream> c = l->accept();
             if (!c.ok()) {
               if (!l->is_open()) return;
               std::fprintf(stderr, "http_server: %s\n", std::string(c.status().ToString()).c_str());
+              weft::this_fiber::sleep_for(
+                  std::chrono::milliseconds(10));  // do not spin on a persistent error
               continue;
             }
             weft::go([s = std::move(*c)]() mutable { serve(std::move(s)); });
@@ -147,6 +150,7 @@ int main(int argc, char** argv) {
         const int sig = signals.wait();
         std::printf("http_server: signal %d, shutting down\n", sig);
         l->close();
+        acceptor.join();
       },
       weft::Options{.workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)))});
   return rc;
