@@ -218,13 +218,16 @@ std::size_t select_run(SelectCase* cases, std::size_t n) {
     return timeout_index;
   }
 
-  // Queue one waiter per case and park.
+  // Queue one waiter per case, in poll order (random), and park. The order matters when one
+  // channel appears in several cases: a peer takes the first waiter of a queue, so queuing in
+  // case order would always hand it the lowest-numbered case (Go gets the same randomness from
+  // its lock order, a heap sort of the random poll order).
   SelectWait sel;
   const Waker me = Waker::current();
   Scratch<ChanWaiter> waiters(n);
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t p = 0; p < nactive; ++p) {
+    const std::size_t i = poll[p];
     SelectCase& sc = cases[i];
-    if ((sc.kind != SelectCase::kRecv && sc.kind != SelectCase::kSend) || !sc.chan) continue;
     ChanWaiter& w = waiters[i];
     w.waker = me;
     w.slot = sc.slot;

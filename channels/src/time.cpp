@@ -1,15 +1,25 @@
 // after() and Ticker: thin typed wrappers over the timer channels of timer_chan.cpp.
 #include "weft/time.hpp"
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 
 #include "weft/detail/park.hpp"
 
 namespace weft {
+namespace {
+// now + d without overflowing: a huge duration means "practically never", not "long ago".
+std::int64_t deadline_after(std::int64_t d) {
+  const std::int64_t now = detail::now_ns();
+  return d > std::numeric_limits<std::int64_t>::max() - now
+             ? std::numeric_limits<std::int64_t>::max()
+             : now + d;
+}
+}  // namespace
 
 Chan<TimePoint> after(std::chrono::nanoseconds d) {
-  return detail::chan_adopt<TimePoint>(detail::chan_make_timer(detail::now_ns() + d.count(), 0));
+  return detail::chan_adopt<TimePoint>(detail::chan_make_timer(deadline_after(d.count()), 0));
 }
 
 Ticker::Ticker(std::chrono::nanoseconds period) : ch_(nullptr) {
@@ -18,7 +28,7 @@ Ticker::Ticker(std::chrono::nanoseconds period) : ch_(nullptr) {
                                 std::to_string(period.count()) + " ns");
   }
   ch_ = detail::chan_adopt<TimePoint>(
-      detail::chan_make_timer(detail::now_ns() + period.count(), period.count()));
+      detail::chan_make_timer(deadline_after(period.count()), period.count()));
 }
 
 Ticker& Ticker::operator=(Ticker&& o) noexcept {

@@ -2,6 +2,7 @@
 #include "timer_chan.hpp"
 
 #include <chrono>
+#include <limits>
 #include <memory>
 
 namespace weft::detail {
@@ -15,7 +16,8 @@ void fire(Timer* t) {
   const std::int64_t now = now_ns();
   TimePoint tp{std::chrono::nanoseconds(now)};
   chan_send(ct->chan, &tp, /*block=*/false);  // full (nobody took the last tick): drop this one
-  if (ct->period_ns > 0 && !ct->stopped.load(std::memory_order_acquire)) {
+  if (ct->period_ns > 0 && !ct->stopped.load(std::memory_order_acquire) &&
+      ct->timer.when_ns <= std::numeric_limits<std::int64_t>::max() - ct->period_ns) {
     std::int64_t next = ct->timer.when_ns + ct->period_ns;
     if (next <= now) next = now + ct->period_ns - (now - next) % ct->period_ns;
     ct->timer.when_ns = next;

@@ -17,6 +17,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -82,9 +84,12 @@ struct TimeoutCase {
   F handler;
   SelectCase describe() noexcept {
     SelectCase c{SelectCase::kTimeout};
-    c.deadline_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::steady_clock::now().time_since_epoch() + after)
-                        .count();
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch())
+                                 .count();
+    const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+    // Saturating: a huge timeout means "practically never", not an overflow into the past.
+    c.deadline_ns = after.count() > max - now ? max : now + after.count();
     return c;
   }
   void fire(const SelectCase&) { invoke_handler(handler); }
