@@ -57,6 +57,9 @@ absl::StatusOr<std::vector<SockAddr>> resolve(std::string_view addr, int socktyp
   if (absl::Status s = split_host_port(addr, &host, &port, what); !s.ok()) return s;
   std::uint16_t port_num = 0;
   const bool numeric_port = parse_port(port, &port_num);
+  if (!numeric_port && port.find_first_not_of("0123456789") == std::string::npos) {
+    return bad_addr(what, addr, "port out of range (0-65535)");
+  }
   if (numeric_port) {
     // Fast path: numeric hosts (and the wildcard) need no resolver.
     SockAddr a;

@@ -42,4 +42,15 @@ inline absl::Status wait_error(WaitResult r, std::string_view op, int fd) {
   return absl::OkStatus();
 }
 
+// A deadline already passed fails a call before its syscall, as Go does, so a loop with a
+// deadline stops even when data keeps arriving. Also catches a closed socket.
+inline absl::Status precheck(PollDesc* pd, Mode mode, std::string_view op, int fd) {
+  if (!pd || fd < 0) return closed_error(op, fd);
+  const std::int64_t d = pd->side(mode).deadline.load(std::memory_order_acquire);
+  if (d == PollDesc::kExpired || (d > 0 && d <= weft::detail::now_ns())) {
+    return wait_error(WaitResult::kDeadline, op, fd);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace weft::net::detail

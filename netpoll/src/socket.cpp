@@ -25,17 +25,6 @@ std::int64_t to_deadline_ns(TimePoint t) {
   return ns > 0 ? ns : 1;  // a time in the past (but not "cleared") has passed
 }
 
-// A deadline already passed fails the call before the syscall, as Go does, so a loop with a
-// deadline stops even when data keeps arriving.
-absl::Status precheck(PollDesc* pd, Mode mode, std::string_view op, int fd) {
-  if (!pd || fd < 0) return closed_error(op, fd);
-  const std::int64_t d = pd->side(mode).deadline.load(std::memory_order_acquire);
-  if (d == PollDesc::kExpired || (d > 0 && d <= weft::detail::now_ns())) {
-    return wait_error(WaitResult::kDeadline, op, fd);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 Socket::Socket(Socket&& o) noexcept
@@ -84,6 +73,7 @@ std::string Stream::peer_addr() const {
 }
 
 absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
+  weft::detail::require_fiber("weft::net read()");
   const int fd = this->fd();
   if (absl::Status s = precheck(pd(), Mode::kRead, "read", fd); !s.ok()) return s;
   for (;;) {
@@ -118,6 +108,7 @@ absl::Status Stream::read_full(std::span<std::byte> buf) {
 }
 
 absl::Status Stream::write_all(const void* data, std::size_t n) {
+  weft::detail::require_fiber("weft::net write_all()");
   const int fd = this->fd();
   if (absl::Status s = precheck(pd(), Mode::kWrite, "write", fd); !s.ok()) return s;
   const char* p = static_cast<const char*>(data);

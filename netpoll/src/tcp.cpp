@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <weft/net.hpp>
 #include <weft/runtime.hpp>
 
@@ -47,7 +48,10 @@ void set_nodelay(int fd) {
 
 // The accept loop shared by TCP and Unix listeners. Returns the new fd and its descriptor.
 absl::StatusOr<std::pair<int, PollDesc*>> accept_one(int lfd, PollDesc* lpd, bool tcp) {
+  weft::detail::require_fiber("weft::net accept()");
   if (lfd < 0 || !lpd) return detail::closed_error("accept", lfd);
+  if (absl::Status s = detail::precheck(lpd, Mode::kRead, "accept", lfd); !s.ok()) return s;
+  const std::uint32_t seq = lpd->seq.load(std::memory_order_acquire);
   auto backoff = std::chrono::milliseconds(5);
   for (;;) {
     const int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -87,18 +91,15 @@ absl::StatusOr<std::pair<int, PollDesc*>> accept_one(int lfd, PollDesc* lpd, boo
                        lfd, std::strerror(err));
         }
         // The pending connection stays in the backlog; retry after a pause instead of spinning.
-        // A closed listener or a passed deadline still ends the wait.
-        if (absl::Status s = detail::wait_error(
-                lpd->closing.load() ? WaitResult::kClosed : WaitResult::kReady, "accept", lfd);
-            !s.ok()) {
-          return s;
-        }
-        const std::int64_t d = lpd->rd.deadline.load(std::memory_order_acquire);
-        if (d == PollDesc::kExpired || (d > 0 && d <= weft::detail::now_ns())) {
-          return detail::wait_error(WaitResult::kDeadline, "accept", lfd);
-        }
+        // A closed listener (its fd number may already be reused: check the descriptor's
+        // sequence, never the fd) or a passed deadline ends the wait.
         weft::this_fiber::sleep_for(backoff);
         backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+        if (lpd->closing.load(std::memory_order_acquire) ||
+            lpd->seq.load(std::memory_order_acquire) != seq) {
+          return detail::closed_error("accept", lfd);
+        }
+        if (absl::Status s = detail::precheck(lpd, Mode::kRead, "accept", lfd); !s.ok()) return s;
         continue;
       }
       default:
@@ -118,18 +119,28 @@ absl::Status connect_fd(int fd, PollDesc* pd, const SockAddr& a, std::int64_t de
   if (rc != 0) {
     const int err = errno;
     if (err != EINPROGRESS) return detail::errno_error(err, "connect", fd, addr_text);
-    WaitResult w = detail::poll_wait(pd, Mode::kWrite);
-    if (w != WaitResult::kReady) {
-      if (w == WaitResult::kDeadline) {
-        return absl::DeadlineExceededError("connect fd " + std::to_string(fd) + " (" + addr_text +
-                                           "): timed out");
+    // A wake-up is not completion: the socket was registered before connect(), and a fresh
+    // socket polls as writable, so a stale edge may be waiting. Completion is SO_ERROR == 0 AND
+    // a peer (getpeername); ENOTCONN means still in progress: wait again (as Go does).
+    for (;;) {
+      WaitResult w = detail::poll_wait(pd, Mode::kWrite);
+      if (w != WaitResult::kReady) {
+        if (w == WaitResult::kDeadline) {
+          return absl::DeadlineExceededError("connect fd " + std::to_string(fd) + " (" + addr_text +
+                                             "): timed out");
+        }
+        return detail::wait_error(w, "connect", fd);
       }
-      return detail::wait_error(w, "connect", fd);
+      int soerr = 0;
+      socklen_t len = sizeof soerr;
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+      if (soerr != 0 && soerr != EINPROGRESS && soerr != EALREADY && soerr != EINTR) {
+        return detail::errno_error(soerr, "connect", fd, addr_text);
+      }
+      sockaddr_storage peer{};
+      socklen_t plen = sizeof peer;
+      if (soerr == 0 && getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) == 0) break;
     }
-    int soerr = 0;
-    socklen_t len = sizeof soerr;
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
-    if (soerr != 0) return detail::errno_error(soerr, "connect", fd, addr_text);
   }
   if (deadline_ns > 0) detail::poll_set_deadline(pd, Mode::kWrite, 0);
   return absl::OkStatus();
@@ -151,6 +162,15 @@ absl::StatusOr<UnixStream> UnixListener::accept() {
   absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(fd(), pd(), false);
   if (!r.ok()) return r.status();
   return UnixStream(r->first, r->second);
+}
+
+UnixListener& UnixListener::operator=(UnixListener&& o) noexcept {
+  if (this != &o) {
+    if (!path_.empty()) ::unlink(path_.c_str());
+    Socket::operator=(std::move(o));
+    path_ = std::exchange(o.path_, std::string());
+  }
+  return *this;
 }
 
 UnixListener::~UnixListener() {

@@ -39,8 +39,9 @@ absl::StatusOr<UdpSocket> listen_udp(std::string_view addr) {
 }
 
 absl::StatusOr<std::size_t> UdpSocket::recv_from(std::span<std::byte> buf, std::string* from) {
+  weft::detail::require_fiber("weft::net recv_from()");
   const int fd = this->fd();
-  if (fd < 0 || !pd()) return detail::closed_error("recv_from", fd);
+  if (absl::Status s = detail::precheck(pd(), Mode::kRead, "recv_from", fd); !s.ok()) return s;
   for (;;) {
     SockAddr a;
     a.len = sizeof a.storage;
@@ -59,8 +60,9 @@ absl::StatusOr<std::size_t> UdpSocket::recv_from(std::span<std::byte> buf, std::
 }
 
 absl::Status UdpSocket::send_to(std::span<const std::byte> data, std::string_view addr) {
+  weft::detail::require_fiber("weft::net send_to()");
   const int fd = this->fd();
-  if (fd < 0 || !pd()) return detail::closed_error("send_to", fd);
+  if (absl::Status s = detail::precheck(pd(), Mode::kWrite, "send_to", fd); !s.ok()) return s;
   auto addrs = detail::resolve(addr, SOCK_DGRAM, /*passive=*/false, "send_to");
   if (!addrs.ok()) return addrs.status();
   const SockAddr& a = addrs->front();

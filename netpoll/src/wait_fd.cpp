@@ -1,6 +1,10 @@
-// wait_readable / wait_writable for foreign fds: the fd is registered with the netpoller for the
-// duration of one wait (a descriptor of its own, so its deadline is this call's alone).
+// wait_readable / wait_writable for foreign fds: the fd is registered with the netpoller while
+// waits on it are in progress. Concurrent waits on one fd (a reader and a writer) share one
+// descriptor, reference-counted in a small table; each side's deadline is that call's alone (two
+// concurrent waits in the same direction on one fd are refused, as for sockets).
 #include <cerrno>
+#include <mutex>
+#include <unordered_map>
 #include <weft/net.hpp>
 #include <weft/runtime.hpp>
 
@@ -10,9 +14,42 @@
 namespace weft::net {
 namespace {
 
+struct Shared {
+  detail::PollDesc* pd;
+  int refs;
+};
+std::mutex g_mu;
+std::unordered_map<int, Shared>& table() {
+  static auto* t = new std::unordered_map<int, Shared>();  // g_mu; lives for the process
+  return *t;
+}
+
+detail::PollDesc* acquire(int fd) {
+  std::lock_guard lock(g_mu);
+  auto it = table().find(fd);
+  if (it != table().end()) {
+    ++it->second.refs;
+    return it->second.pd;
+  }
+  detail::PollDesc* pd = detail::poll_open(fd);
+  if (pd) table().emplace(fd, Shared{pd, 1});
+  return pd;
+}
+
+void release(int fd, detail::Mode mode) {
+  std::lock_guard lock(g_mu);
+  auto it = table().find(fd);
+  if (--it->second.refs == 0) {
+    detail::poll_close(it->second.pd);
+    table().erase(it);
+  } else {
+    detail::poll_set_deadline(it->second.pd, mode, 0);  // this call's deadline ends with it
+  }
+}
+
 absl::Status wait_fd(int fd, detail::Mode mode, TimePoint deadline, const char* what) {
   weft::detail::require_fiber(what);
-  detail::PollDesc* pd = detail::poll_open(fd);
+  detail::PollDesc* pd = acquire(fd);
   if (!pd) {
     const int err = errno;
     if (err == EEXIST) {
@@ -31,10 +68,10 @@ absl::Status wait_fd(int fd, detail::Mode mode, TimePoint deadline, const char* 
   try {
     w = detail::poll_wait(pd, mode);
   } catch (...) {
-    detail::poll_close(pd);
+    release(fd, mode);
     throw;
   }
-  detail::poll_close(pd);
+  release(fd, mode);
   return detail::wait_error(w, what, fd);
 }
 

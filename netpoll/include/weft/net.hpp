@@ -106,7 +106,7 @@ class UnixListener : public detail::Socket {
   UnixListener(int fd, detail::PollDesc* pd, std::string path) noexcept
       : Socket(fd, pd), path_(std::move(path)) {}
   UnixListener(UnixListener&&) noexcept = default;
-  UnixListener& operator=(UnixListener&&) noexcept = default;
+  UnixListener& operator=(UnixListener&& o) noexcept;  // unlinks the path it replaces
   ~UnixListener();
   absl::StatusOr<UnixStream> accept();  // as TcpListener::accept
   const std::string& path() const noexcept { return path_; }
