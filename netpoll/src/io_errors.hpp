@@ -53,4 +53,22 @@ inline absl::Status precheck(PollDesc* pd, Mode mode, std::string_view op, int f
   return absl::OkStatus();
 }
 
+// One call in flight on a socket: holds a descriptor reference (poll_io_begin) so that a
+// concurrent close() cannot release the fd number under it. Callers check ok() AND that the
+// socket still points at this descriptor (it may have been closed, and the descriptor recycled,
+// between reading it and taking the reference).
+class IoCall {
+ public:
+  explicit IoCall(PollDesc* pd) noexcept : pd_(pd && poll_io_begin(pd) ? pd : nullptr) {}
+  ~IoCall() {
+    if (pd_) poll_io_end(pd_);
+  }
+  IoCall(const IoCall&) = delete;
+  IoCall& operator=(const IoCall&) = delete;
+  bool ok() const noexcept { return pd_ != nullptr; }
+
+ private:
+  PollDesc* pd_;
+};
+
 }  // namespace weft::net::detail

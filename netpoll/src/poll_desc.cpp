@@ -2,6 +2,7 @@
 #include "poll_desc.hpp"
 
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -106,13 +107,15 @@ struct WaitCommit {
 
 }  // namespace
 
-PollDesc* poll_open(int fd) {
+PollDesc* poll_open(int fd, bool owns_fd) {
   PollDesc* pd = alloc_desc();
   if (!pd) {
     errno = EMFILE;
     return nullptr;
   }
   pd->fd = fd;
+  pd->owns_fd = owns_fd;
+  pd->refs.store(1, std::memory_order_relaxed);
   pd->closing.store(false, std::memory_order_relaxed);
   for (PollDesc::Side* s : {&pd->rd, &pd->wr}) {
     s->slot.store(PollDesc::kEmpty, std::memory_order_relaxed);
@@ -131,8 +134,32 @@ PollDesc* poll_open(int fd) {
   return pd;
 }
 
+namespace {
+// The last reference is gone: nothing uses the fd any more.
+void finish_close(PollDesc* pd) {
+  epoll_ctl(epoll_instance(), EPOLL_CTL_DEL, pd->fd, nullptr);
+  if (pd->owns_fd) ::close(pd->fd);
+  pd->seq.fetch_add(1, std::memory_order_acq_rel);
+  pd->fd = -1;
+  free_desc(pd);
+}
+}  // namespace
+
+bool poll_io_begin(PollDesc* pd) noexcept {
+  pd->refs.fetch_add(1, std::memory_order_acq_rel);
+  if (pd->closing.load(std::memory_order_acquire)) {
+    poll_io_end(pd);
+    return false;
+  }
+  return true;
+}
+
+void poll_io_end(PollDesc* pd) noexcept {
+  if (pd->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) finish_close(pd);
+}
+
 void poll_close(PollDesc* pd) {
-  pd->closing.store(true, std::memory_order_seq_cst);
+  if (pd->closing.exchange(true, std::memory_order_seq_cst)) return;
   {
     std::lock_guard lock(pd->deadline_mu);
     for (PollDesc::Side* s : {&pd->rd, &pd->wr}) {
@@ -142,10 +169,7 @@ void poll_close(PollDesc* pd) {
   }
   unblock(pd->rd);
   unblock(pd->wr);
-  epoll_ctl(epoll_instance(), EPOLL_CTL_DEL, pd->fd, nullptr);
-  pd->seq.fetch_add(1, std::memory_order_acq_rel);
-  pd->fd = -1;
-  free_desc(pd);
+  poll_io_end(pd);  // the owner's reference
 }
 
 WaitResult poll_wait(PollDesc* pd, Mode mode) {

@@ -17,6 +17,12 @@
 // bumps seq, so a stale event for a closed (and maybe reused) fd is recognised and dropped, and a
 // fiber that waited on the old fd sees the change and fails with "closed".
 //
+// Close and calls in flight (Go's fdMutex, simplified): `refs` counts the owner (the Socket) plus
+// every call in progress. close() marks `closing`, wakes waiters and drops the owner's reference;
+// whoever drops the last one unregisters, closes the fd and recycles the descriptor. So an fd
+// number is never released (and reused by an unrelated socket) while a call on it is still in a
+// syscall or about to make one.
+//
 // Deadlines (Go semantics: absolute times that stay until changed) live here too, each with a
 // runtime Timer in the descriptor; deadline_mu serialises setters; the timer callback only marks
 // the deadline expired and unblocks.
@@ -60,6 +66,8 @@ struct PollDesc {
   std::uint32_t index = 0;            // position in the descriptor table
   std::atomic<std::uint32_t> seq{0};  // bumped by close; part of the epoll data
   std::atomic<bool> closing{false};
+  std::atomic<std::uint32_t> refs{0};  // owner + calls in flight; the last one out finishes
+  bool owns_fd = true;                 // false for wait_readable/wait_writable's foreign fds
   Side rd, wr;
   std::mutex deadline_mu;         // serialises deadline setters (never held by a timer)
   PollDesc* next_free = nullptr;  // table lock
@@ -67,12 +75,15 @@ struct PollDesc {
   Side& side(Mode m) noexcept { return m == Mode::kRead ? rd : wr; }
 };
 
-// Registers fd (already non-blocking) with epoll, edge-triggered for both directions.
-// Returns null with errno set on failure.
-PollDesc* poll_open(int fd);
-// Wakes every waiter with "closed", disarms the deadlines, unregisters and releases the descriptor.
-// Does not close the fd (the caller does, after this).
+// Registers fd (already non-blocking) with epoll, edge-triggered for both directions; the caller
+// holds the owner reference. Returns null with errno set on failure (the fd is left open).
+PollDesc* poll_open(int fd, bool owns_fd = true);
+// Wakes every waiter with "closed", disarms the deadlines and drops the owner reference; the fd
+// is closed (if owned) and the descriptor recycled when the last call in flight has left.
 void poll_close(PollDesc* pd);
+// A call in flight: false if the descriptor is closing (the call must fail with "closed").
+bool poll_io_begin(PollDesc* pd) noexcept;
+void poll_io_end(PollDesc* pd) noexcept;
 
 // Parks the calling fiber (fibers only) until `mode` is ready, the descriptor is closed, or the
 // side's deadline passes.

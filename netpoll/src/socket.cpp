@@ -27,22 +27,25 @@ std::int64_t to_deadline_ns(TimePoint t) {
 
 }  // namespace
 
-Socket::Socket(Socket&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), pd_(std::exchange(o.pd_, nullptr)) {}
+Socket::Socket(Socket&& o) noexcept : fd_(o.fd_.exchange(-1)), pd_(o.pd_.exchange(nullptr)) {}
 
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     close();
-    fd_ = std::exchange(o.fd_, -1);
-    pd_ = std::exchange(o.pd_, nullptr);
+    fd_.store(o.fd_.exchange(-1));
+    pd_.store(o.pd_.exchange(nullptr));
   }
   return *this;
 }
 
 void Socket::close() noexcept {
-  const int fd = std::exchange(fd_, -1);
-  if (PollDesc* pd = std::exchange(pd_, nullptr)) poll_close(pd);
-  if (fd >= 0) ::close(fd);
+  PollDesc* pd = pd_.exchange(nullptr);
+  const int fd = fd_.exchange(-1);
+  if (pd) {
+    poll_close(pd);  // closes the fd once no call is using it any more
+  } else if (fd >= 0) {
+    ::close(fd);
+  }
 }
 
 void Socket::set_deadline(TimePoint t) {
@@ -51,17 +54,21 @@ void Socket::set_deadline(TimePoint t) {
 }
 
 void Socket::set_read_deadline(TimePoint t) {
-  if (pd_) poll_set_deadline(pd_, Mode::kRead, to_deadline_ns(t));
+  PollDesc* pd = this->pd();
+  IoCall call(pd);
+  if (call.ok() && this->pd() == pd) poll_set_deadline(pd, Mode::kRead, to_deadline_ns(t));
 }
 
 void Socket::set_write_deadline(TimePoint t) {
-  if (pd_) poll_set_deadline(pd_, Mode::kWrite, to_deadline_ns(t));
+  PollDesc* pd = this->pd();
+  IoCall call(pd);
+  if (call.ok() && this->pd() == pd) poll_set_deadline(pd, Mode::kWrite, to_deadline_ns(t));
 }
 
 std::string Socket::local_addr() const {
   SockAddr a;
   a.len = sizeof a.storage;
-  if (fd_ < 0 || getsockname(fd_, a.get(), &a.len) != 0) return "";
+  if (fd() < 0 || getsockname(fd(), a.get(), &a.len) != 0) return "";
   return format_addr(a);
 }
 
@@ -75,14 +82,18 @@ std::string Stream::peer_addr() const {
 absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
   weft::detail::require_fiber("weft::net read()");
   const int fd = this->fd();
-  if (absl::Status s = precheck(pd(), Mode::kRead, "read", fd); !s.ok()) return s;
+  PollDesc* const pd = this->pd();
+  IoCall call(pd);
+  if (!call.ok() || this->pd() != pd) return closed_error("read", fd);
+  if (absl::Status s = precheck(pd, Mode::kRead, "read", fd); !s.ok()) return s;
   for (;;) {
+    if (pd->closing.load(std::memory_order_acquire)) return closed_error("read", fd);
     const ssize_t r = ::read(fd, buf, n);
     if (r >= 0) return static_cast<std::size_t>(r);
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN) return errno_error(err, "read", fd);
-    if (WaitResult w = poll_wait(pd(), Mode::kRead); w != WaitResult::kReady) {
+    if (WaitResult w = poll_wait(pd, Mode::kRead); w != WaitResult::kReady) {
       return wait_error(w, "read", fd);
     }
   }
@@ -110,9 +121,13 @@ absl::Status Stream::read_full(std::span<std::byte> buf) {
 absl::Status Stream::write_all(const void* data, std::size_t n) {
   weft::detail::require_fiber("weft::net write_all()");
   const int fd = this->fd();
-  if (absl::Status s = precheck(pd(), Mode::kWrite, "write", fd); !s.ok()) return s;
+  PollDesc* const pd = this->pd();
+  IoCall call(pd);
+  if (!call.ok() || this->pd() != pd) return closed_error("write", fd);
+  if (absl::Status s = precheck(pd, Mode::kWrite, "write", fd); !s.ok()) return s;
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
+    if (pd->closing.load(std::memory_order_acquire)) return closed_error("write", fd);
     const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
     if (r >= 0) {
       p += r;
@@ -122,7 +137,8 @@ absl::Status Stream::write_all(const void* data, std::size_t n) {
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN) return errno_error(err, "write", fd);
-    if (WaitResult w = poll_wait(pd(), Mode::kWrite); w != WaitResult::kReady) {
+    if (pd->closing.load(std::memory_order_acquire)) return closed_error("write", fd);
+    if (WaitResult w = poll_wait(pd, Mode::kWrite); w != WaitResult::kReady) {
       return wait_error(w, "write", fd);
     }
   }
@@ -136,8 +152,11 @@ absl::Status Stream::write_all(std::span<const std::byte> data) {
 absl::Status Stream::write_all(std::string_view s) { return write_all(s.data(), s.size()); }
 
 absl::Status Stream::shutdown_write() {
-  if (fd() < 0) return closed_error("shutdown", fd());
-  if (::shutdown(fd(), SHUT_WR) != 0) return errno_error(errno, "shutdown", fd());
+  const int fd = this->fd();
+  PollDesc* const pd = this->pd();
+  IoCall call(pd);
+  if (!call.ok() || this->pd() != pd) return closed_error("shutdown", fd);
+  if (::shutdown(fd, SHUT_WR) != 0) return errno_error(errno, "shutdown", fd);
   return absl::OkStatus();
 }
 

@@ -93,7 +93,13 @@ absl::StatusOr<std::pair<int, PollDesc*>> accept_one(int lfd, PollDesc* lpd, boo
         // The pending connection stays in the backlog; retry after a pause instead of spinning.
         // A closed listener (its fd number may already be reused: check the descriptor's
         // sequence, never the fd) or a passed deadline ends the wait.
-        weft::this_fiber::sleep_for(backoff);
+        // Sleep in short slices so that close() ends the back-off promptly: this call holds the
+        // listener's descriptor, and its fd is only released when the call leaves.
+        for (auto slept = std::chrono::milliseconds(0);
+             slept < backoff && !lpd->closing.load(std::memory_order_acquire);
+             slept += std::chrono::milliseconds(5)) {
+          weft::this_fiber::sleep_for(std::chrono::milliseconds(5));
+        }
         backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
         if (lpd->closing.load(std::memory_order_acquire) ||
             lpd->seq.load(std::memory_order_acquire) != seq) {
@@ -153,13 +159,21 @@ std::int64_t deadline_after(std::chrono::nanoseconds timeout) {
 }  // namespace
 
 absl::StatusOr<TcpStream> TcpListener::accept() {
-  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(fd(), pd(), true);
+  const int lfd = fd();
+  PollDesc* const lpd = pd();
+  detail::IoCall call(lpd);
+  if (!call.ok() || pd() != lpd) return detail::closed_error("accept", lfd);
+  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, true);
   if (!r.ok()) return r.status();
   return TcpStream(r->first, r->second);
 }
 
 absl::StatusOr<UnixStream> UnixListener::accept() {
-  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(fd(), pd(), false);
+  const int lfd = fd();
+  PollDesc* const lpd = pd();
+  detail::IoCall call(lpd);
+  if (!call.ok() || pd() != lpd) return detail::closed_error("accept", lfd);
+  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, false);
   if (!r.ok()) return r.status();
   return UnixStream(r->first, r->second);
 }

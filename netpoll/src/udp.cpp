@@ -41,7 +41,10 @@ absl::StatusOr<UdpSocket> listen_udp(std::string_view addr) {
 absl::StatusOr<std::size_t> UdpSocket::recv_from(std::span<std::byte> buf, std::string* from) {
   weft::detail::require_fiber("weft::net recv_from()");
   const int fd = this->fd();
-  if (absl::Status s = detail::precheck(pd(), Mode::kRead, "recv_from", fd); !s.ok()) return s;
+  PollDesc* const pd = this->pd();
+  detail::IoCall call(pd);
+  if (!call.ok() || this->pd() != pd) return detail::closed_error("recv_from", fd);
+  if (absl::Status s = detail::precheck(pd, Mode::kRead, "recv_from", fd); !s.ok()) return s;
   for (;;) {
     SockAddr a;
     a.len = sizeof a.storage;
@@ -53,7 +56,7 @@ absl::StatusOr<std::size_t> UdpSocket::recv_from(std::span<std::byte> buf, std::
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN) return detail::errno_error(err, "recv_from", fd);
-    if (WaitResult w = detail::poll_wait(pd(), Mode::kRead); w != WaitResult::kReady) {
+    if (WaitResult w = detail::poll_wait(pd, Mode::kRead); w != WaitResult::kReady) {
       return detail::wait_error(w, "recv_from", fd);
     }
   }
@@ -62,7 +65,10 @@ absl::StatusOr<std::size_t> UdpSocket::recv_from(std::span<std::byte> buf, std::
 absl::Status UdpSocket::send_to(std::span<const std::byte> data, std::string_view addr) {
   weft::detail::require_fiber("weft::net send_to()");
   const int fd = this->fd();
-  if (absl::Status s = detail::precheck(pd(), Mode::kWrite, "send_to", fd); !s.ok()) return s;
+  PollDesc* const pd = this->pd();
+  detail::IoCall call(pd);
+  if (!call.ok() || this->pd() != pd) return detail::closed_error("send_to", fd);
+  if (absl::Status s = detail::precheck(pd, Mode::kWrite, "send_to", fd); !s.ok()) return s;
   auto addrs = detail::resolve(addr, SOCK_DGRAM, /*passive=*/false, "send_to");
   if (!addrs.ok()) return addrs.status();
   const SockAddr& a = addrs->front();
@@ -72,7 +78,7 @@ absl::Status UdpSocket::send_to(std::span<const std::byte> data, std::string_vie
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN) return detail::errno_error(err, "send_to", fd, addr);
-    if (WaitResult w = detail::poll_wait(pd(), Mode::kWrite); w != WaitResult::kReady) {
+    if (WaitResult w = detail::poll_wait(pd, Mode::kWrite); w != WaitResult::kReady) {
       return detail::wait_error(w, "send_to", fd);
     }
   }

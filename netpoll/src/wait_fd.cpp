@@ -31,7 +31,7 @@ detail::PollDesc* acquire(int fd) {
     ++it->second.refs;
     return it->second.pd;
   }
-  detail::PollDesc* pd = detail::poll_open(fd);
+  detail::PollDesc* pd = detail::poll_open(fd, /*owns_fd=*/false);
   if (pd) table().emplace(fd, Shared{pd, 1});
   return pd;
 }

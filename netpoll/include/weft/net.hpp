@@ -21,6 +21,7 @@
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <span>
@@ -45,8 +46,8 @@ class Socket {
   Socket& operator=(const Socket&) = delete;
   ~Socket() { close(); }
 
-  int fd() const noexcept { return fd_; }
-  bool is_open() const noexcept { return fd_ >= 0; }
+  int fd() const noexcept { return fd_.load(std::memory_order_acquire); }
+  bool is_open() const noexcept { return fd() >= 0; }
   // Wakes fibers blocked on this socket (they fail with kFailedPrecondition) and closes the fd.
   void close() noexcept;
   void set_deadline(TimePoint t);
@@ -55,11 +56,13 @@ class Socket {
   std::string local_addr() const;
 
  protected:
-  PollDesc* pd() const noexcept { return pd_; }
+  PollDesc* pd() const noexcept { return pd_.load(std::memory_order_acquire); }
 
  private:
-  int fd_ = -1;
-  PollDesc* pd_ = nullptr;
+  // Atomic because close() may come from another fiber while a call is in progress; a call holds
+  // a reference on the descriptor, so the fd stays valid until it leaves (poll_desc.hpp).
+  std::atomic<int> fd_{-1};
+  std::atomic<PollDesc*> pd_{nullptr};
 };
 
 // TcpStream and UnixStream: a connected byte stream.
