@@ -14,7 +14,7 @@
 // over buffered channels, goroutines.go (a chain of fibers), zerosize.go, exactly-once delivery
 // of unique_ptr and instance-counted values (also under close and at shutdown), shutdown
 // unwinding fibers parked on channels (and leaving the channels consistent), and plain threads
-// feeding fibers (and being fed) while run() runs.
+// feeding fibers (and being fed) while run() runs, also as their last act before main returns.
 #include "weft/chan.hpp"
 
 #include <algorithm>
@@ -1270,6 +1270,35 @@ TEST_P(ChanTest, PlainThreadReceivesFromFibersAndFiberReceivesFromThread) {
   consumer.join();
   ASSERT_EQ(got.size(), static_cast<std::size_t>(kN));
   for (int i = 0; i < kN; ++i) ASSERT_EQ(got[i], i);
+}
+
+// A plain thread's last act is a channel operation that wakes main, which returns at once: run()
+// then tears the runtime down while that thread may still be inside Waker::wake(). It must not
+// touch the runtime after making the fiber runnable (TSan reports the race with the runtime's
+// destruction: Runtime::wake_idle_worker, called by submit_ready from Waker::wake, reads
+// nspinning_ / polling_ of a Runtime that run_runtime is deleting). The window is narrow: TSan
+// reports it now and then, here or in PlainThreadReceivesFromFibersAndFiberReceivesFromThread.
+TEST_P(ChanTest, PlainThreadWakingMainAsItsLastActIsSafe) {
+  const int kRounds = static_cast<int>(scaled(150, 5));
+  for (int round = 0; round < kRounds; ++round) {
+    Chan<int> ch;
+    std::thread t;
+    const bool got = weft::run(
+        [&] {
+          t = std::thread([&] {
+            if (round % 2) {
+              ch.close();
+            } else {
+              ch.send(1);
+            }
+          });
+          (void)ch.recv();
+          return true;
+        },
+        opts());
+    t.join();
+    ASSERT_TRUE(got);
+  }
 }
 
 TEST_P(ChanTest, PlainThreadCloseWakesParkedFibers) {

@@ -6,9 +6,10 @@
 // checks that deadlock detection then sees an idle runtime); after() channels dropped before they
 // fired leak nothing (ASan/LSan) and do not keep run() from returning, also when a handle outlives
 // run(); a non-positive Ticker period throws std::invalid_argument; after() and Ticker outside
-// run() throw std::logic_error; timer channels work from plain threads while run() runs. In child
-// processes (known bugs): durations at the edge of the clock (after / case_timeout / Ticker with
-// nanoseconds::max() must not fire at once) and tickers with periods far below a callback's
+// run() throw std::logic_error; timer channels work from plain threads while run() runs; the
+// timer heap leaves a fiber's timer record alone once its callback woke the fiber. In child
+// processes: durations at the edge of the clock (after / case_timeout / Ticker with
+// nanoseconds::max() must not fire at once), and tickers with periods far below a callback's
 // duration stopping cleanly.
 #include <signal.h>
 #include <sys/time.h>
@@ -215,6 +216,37 @@ TEST_P(TimeTest, TickerDestructorAndMoveAssignmentStopIt) {
       opts());
 }
 
+// The runtime timer behind sleep_for and a select's case_timeout lives in the fiber's frame; once
+// its callback woke the fiber, the fiber may return and reuse that stack memory at once, so the
+// timer heap must not touch the record after the callback. (TSan reports TimerHeap::run_due's
+// `firing.store(false)` after `fire()`, timers.cpp, racing with the next Timer constructed at the
+// same address by the woken fiber.) Short sleeps and timeouts in tight loops on several workers.
+TEST_P(TimeTest, TimerRecordIsNotTouchedAfterItsFiberWokeUp) {
+  const int kIters = static_cast<int>(scaled(2000, 10));
+  weft::run(
+      [&] {
+        std::vector<weft::Task<int>> ts;
+        for (int f = 0; f < 4; ++f) {
+          ts.push_back(weft::spawn([&, f] {
+            Chan<int> never;
+            int timeouts = 0;
+            for (int i = 0; i < kIters; ++i) {
+              if ((i + f) % 2) {
+                weft::this_fiber::sleep_for(std::chrono::microseconds(1 + i % 20));
+              } else if (weft::select(weft::case_recv(never),
+                                      weft::case_timeout(std::chrono::microseconds(1 + i % 20))) ==
+                         1) {
+                ++timeouts;
+              }
+            }
+            return timeouts;
+          }));
+        }
+        for (auto& t : ts) EXPECT_EQ(t.join(), kIters / 2);
+      },
+      opts());
+}
+
 TEST_P(TimeTest, NonPositiveTickerPeriodThrowsInvalidArgument) {
   weft::run(
       [] {
@@ -325,8 +357,8 @@ TEST_P(TimeTest, TimerChannelsFromPlainThreads) {
 // Durations at the edge of the clock: "practically never" must not wrap around to "now" (Go's
 // time package saturates such deadlines). Each check runs in a child process with an alarm,
 // because the failure modes are a hang (a ticker re-arming in the past spins its worker) or, under
-// UBSan, an abort on the signed overflow.
-// BUG: these fail; see each child's exit code below.
+// UBSan, an abort on the signed overflow. (Regression: the deadlines once overflowed into the
+// past, so all three fired at once, and the ticker also spun its worker.)
 class TimeDeathTest : public WorkersTest {
  protected:
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
@@ -399,13 +431,9 @@ TEST_P(TimeDeathTest, TickerWithHugePeriodDoesNotTickAtOnce) {
 // destroying such tickers must still be clean. In a child process with an alarm, because the
 // failure modes are a use-after-free (TSan/ASan report it), a crash, or a hang: a late callback
 // spinning on the lock of a freed channel.
-// BUG: TimerHeap::run_due clears Timer::firing when *a* callback returns, even while a second
-// worker runs the same (re-armed) timer; timer_cancel() then returns early and destroy_timer()
-// frees the ChanTimer and channel under the running callback.
+// (Regression: the heap once tracked a running callback in the Timer record itself, so the first
+// of two concurrent callbacks to return cleared it and timer_cancel() returned under the second.)
 TEST_P(TimeDeathTest, TickersWithTinyPeriodsStopCleanly) {
-  WEFT_SKIP_KNOWN_BUG(
-      "a ticker's timer can fire on two workers at once; stop() then frees it under the second "
-      "callback (use-after-free, or a hang in chan_send on the freed channel's lock)");
   const int kTickers = static_cast<int>(scaled(3000, 50));
   const weft::Options o = opts();
   EXPECT_EXIT(

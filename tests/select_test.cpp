@@ -722,13 +722,9 @@ TEST_P(SelectTest, GoSelectDuplicateChannel) {
 // A select with a send and a receive case on one unbuffered channel parks with a waiter in both
 // of its queues (Go's select3.go: "select should not get confused if it sees itself"); the next
 // operation on the channel pairs with one of them.
-// BUG: in Debug builds ChanCore::check_invariants() asserts that one of the two queues is empty,
-// so this legal program aborts there ("channel has both senders and receivers waiting",
-// chan_core.hpp). Release builds behave correctly.
+// (Regression: Debug builds once asserted that one of the two queues is always empty, and
+// aborted on this legal program.)
 TEST_P(SelectTest, SelectWithSendAndReceiveOnOneChannelMeetsAPeer) {
-  if (kWeftAsserts) {
-    WEFT_SKIP_KNOWN_BUG("Debug: the queue invariant assert aborts on a select that sees itself");
-  }
   weft::run(
       [] {
         for (int round = 0; round < 20; ++round) {
@@ -755,11 +751,8 @@ TEST_P(SelectTest, SelectWithSendAndReceiveOnOneChannelMeetsAPeer) {
 }
 
 // TestSelfSelect: sends and receives on one channel in one select never pair with themselves.
-// BUG: aborts in Debug builds, see SelectWithSendAndReceiveOnOneChannelMeetsAPeer.
+// (Regression: aborted in Debug builds, see SelectWithSendAndReceiveOnOneChannelMeetsAPeer.)
 TEST_P(SelectTest, GoSelfSelect) {
-  if (kWeftAsserts) {
-    WEFT_SKIP_KNOWN_BUG("Debug: the queue invariant assert aborts on a select that sees itself");
-  }
   const int kIters = static_cast<int>(scaled(1000));
   weft::run(
       [&] {

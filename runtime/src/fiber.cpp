@@ -242,15 +242,19 @@ void Waker::wake() const {
     return;
   }
   Fiber* f = reinterpret_cast<Fiber*>(bits_);
+  // Outside a worker, announce the wake before the fiber can run (see g_outside_wakers).
+  const bool outside = current_worker() == nullptr;
+  if (outside) g_outside_wakers.fetch_add(1, std::memory_order_seq_cst);
   FiberState expected = FiberState::kParked;
-  if (!f->state.compare_exchange_strong(expected, FiberState::kRunnable,
-                                        std::memory_order_acq_rel)) {
+  if (f->state.compare_exchange_strong(expected, FiberState::kRunnable,
+                                       std::memory_order_acq_rel)) {
+    current_runtime()->submit_ready(f);
+  } else {
     // Only legal while shutdown resumes parked fibers out of band.
     WEFT_ASSERT(current_runtime() && current_runtime()->stopping(),
                 "wake() of a fiber that is not parked");
-    return;
   }
-  current_runtime()->submit_ready(f);
+  if (outside) g_outside_wakers.fetch_sub(1, std::memory_order_release);
 }
 
 bool in_fiber() noexcept { return current_fiber() != nullptr; }

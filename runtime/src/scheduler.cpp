@@ -2,6 +2,7 @@
 #include "scheduler.hpp"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 
@@ -140,7 +141,7 @@ void set_poller_factory(PollerFactory factory) noexcept { g_poller_factory.store
 
 Runtime::Runtime(const Options& opts) : opts_(resolve(opts)) {
   stacks_ = std::make_unique<StackPool>(opts_.stack_size, opts_.guard_pages);
-  timers_ = std::make_unique<TimerHeap>();
+  timers_ = std::make_unique<TimerHeap>(opts_.workers);
   registry_ = std::make_unique<Registry>();
   blocking_ = std::make_unique<BlockingPool>(opts_.max_blocking_threads);
   if (!opts_.stack_profile.empty()) {
@@ -159,7 +160,12 @@ Runtime::Runtime(const Options& opts) : opts_(resolve(opts)) {
   coarse_now_.store(now_ns(), std::memory_order_relaxed);
 }
 
-Runtime::~Runtime() = default;
+std::atomic<int> g_outside_wakers{0};
+
+Runtime::~Runtime() {
+  // A plain thread whose wake let main return may still be inside submit_ready().
+  while (g_outside_wakers.load(std::memory_order_acquire) != 0) sched_yield();
+}
 
 std::uint64_t Runtime::alloc_id(Worker* w) noexcept {
   if (!w || w->rt != this) return g_next_id.fetch_add(1, std::memory_order_relaxed);
@@ -323,7 +329,7 @@ void Runtime::maybe_run_timers(Worker& w, bool every_time) noexcept {
 }
 
 void Runtime::run_due_timers(Worker& w) noexcept {
-  const std::uint64_t n = timers_->run_due(now_ns());
+  const std::uint64_t n = timers_->run_due(now_ns(), w.index);
   if (n) w.timers_fired.fetch_add(n, std::memory_order_relaxed);
 }
 

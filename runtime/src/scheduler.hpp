@@ -220,6 +220,11 @@ class Runtime {
 
 // The runtime running now, or null. Set by run() for its duration.
 Runtime* current_runtime() noexcept;
+// Wakes from outside the workers (plain threads, blocking-pool threads) in progress. Such a wake
+// makes a fiber runnable and then still touches the runtime (queue push, idle-worker wake-up);
+// the fiber may run and main may return meanwhile, so ~Runtime waits for this to drain. A global,
+// not a Runtime field, so that a waker whose CAS lost to shutdown never touches a dead runtime.
+extern std::atomic<int> g_outside_wakers;
 // The calling thread's worker, or null on a plain thread. Never inlined (see the header comment).
 Worker* current_worker() noexcept;
 Fiber* current_fiber() noexcept;

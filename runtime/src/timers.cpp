@@ -7,6 +7,11 @@
 
 namespace weft::detail {
 
+TimerHeap::TimerHeap(std::size_t callers)
+    : firing_(std::make_unique<std::atomic<Timer*>[]>(callers)), nslots_(callers) {
+  for (std::size_t i = 0; i < callers; ++i) firing_[i].store(nullptr, std::memory_order_relaxed);
+}
+
 TimerHeap::~TimerHeap() {
   for (Timer* t : heap_) t->heap_index = -1;
 }
@@ -30,12 +35,16 @@ bool TimerHeap::cancel(Timer* t) noexcept {
       return true;
     }
   }
-  // Already popped: wait until its callback returned, so the caller may free the record.
-  while (t->firing.load(std::memory_order_acquire)) sched_yield();
+  // Already popped: wait until its callback returned, so the caller may free the record. A slot
+  // set to `t` was set under mu_ before the lock above, so it cannot be missed here.
+  for (std::size_t i = 0; i < nslots_; ++i) {
+    while (firing_[i].load(std::memory_order_acquire) == t) sched_yield();
+  }
   return false;
 }
 
-std::uint64_t TimerHeap::run_due(std::int64_t now) noexcept {
+std::uint64_t TimerHeap::run_due(std::int64_t now, std::size_t slot) noexcept {
+  WEFT_ASSERT(slot < nslots_, "timer caller slot out of range");
   std::uint64_t fired = 0;
   for (;;) {
     Timer* t;
@@ -47,11 +56,11 @@ std::uint64_t TimerHeap::run_due(std::int64_t now) noexcept {
       }
       t = heap_.front();
       remove_at(0);
-      t->firing.store(true, std::memory_order_relaxed);
+      firing_[slot].store(t, std::memory_order_relaxed);
       publish_earliest();
     }
-    t->fire(t);
-    t->firing.store(false, std::memory_order_release);
+    t->fire(t);  // the last touch of *t
+    firing_[slot].store(nullptr, std::memory_order_release);
     ++fired;
   }
 }

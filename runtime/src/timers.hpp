@@ -4,11 +4,16 @@
 // Who fires timers: an idle worker before it sleeps (it sleeps no longer than the earliest
 // deadline, which is how a timer due on an idle runtime wakes it), and busy workers every few
 // dozen scheduling rounds. Fire callbacks run outside the lock and only make fibers runnable.
+// In-flight callbacks are tracked in the heap, one slot per caller (worker index), never in the
+// Timer record: a callback that wakes a fiber hands the record back to that fiber, which may
+// return and reuse the memory before run_due() gets control back. cancel() of a popped timer
+// waits while any slot still names it, so an owner that cancels may free its record after.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -20,7 +25,8 @@ class TimerHeap {
  public:
   static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
 
-  TimerHeap() = default;
+  // `callers`: how many threads may call run_due() at once; each passes its own slot index.
+  explicit TimerHeap(std::size_t callers);
   TimerHeap(const TimerHeap&) = delete;
   TimerHeap& operator=(const TimerHeap&) = delete;
   // Timers still armed when the runtime ends (a pending after() channel that outlives run())
@@ -31,7 +37,7 @@ class TimerHeap {
   bool add(Timer* t);
   bool cancel(Timer* t) noexcept;
   // Fires every timer due at `now`; returns how many.
-  std::uint64_t run_due(std::int64_t now) noexcept;
+  std::uint64_t run_due(std::int64_t now, std::size_t slot) noexcept;
   std::int64_t earliest() const noexcept { return earliest_.load(std::memory_order_acquire); }
   std::size_t size() const noexcept;
 
@@ -50,6 +56,10 @@ class TimerHeap {
   mutable std::mutex mu_;
   std::vector<Timer*> heap_;  // mu_
   std::atomic<std::int64_t> earliest_{kNever};
+  // firing_[slot]: the timer whose callback caller `slot` is running; set under mu_ when the
+  // timer is popped, cleared (release) after the callback returned.
+  std::unique_ptr<std::atomic<Timer*>[]> firing_;
+  std::size_t nslots_;
 };
 
 }  // namespace weft::detail

@@ -92,9 +92,11 @@ std::int64_t now_ns() noexcept;
 // parked fiber's frame) and must stay alive until it fired or timer_cancel() returned.
 struct Timer {
   std::int64_t when_ns = 0;
-  void (*fire)(Timer*) = nullptr;   // runs on a worker, outside any fiber; must not block or park
-  std::int32_t heap_index = -1;     // position in the heap, -1 when not armed; heap lock
-  std::atomic<bool> firing{false};  // set (under the heap lock) while `fire` runs
+  void (*fire)(Timer*) = nullptr;  // runs on a worker, outside any fiber; must not block or park
+  std::int32_t heap_index = -1;    // position in the heap, -1 when not armed; heap lock
+  // Nothing else: once `fire` has run, the heap never touches the record again, because the
+  // callback may have woken the fiber whose frame holds it (sleep, select timeouts), and that
+  // fiber may already be reusing the memory.
 };
 // Arms `t`. Requires a running runtime (throws std::logic_error otherwise).
 void timer_add(Timer* t);
