@@ -13,6 +13,7 @@
 #include <string>
 
 #include "blocking_pool.hpp"
+#include "debug_info.hpp"
 #include "monitor.hpp"
 #include "overflow_guard.hpp"
 #include "own_threads.hpp"
@@ -157,9 +158,10 @@ Runtime::Runtime(const Options& opts) : opts_(resolve(opts)) {
   }
   single_worker_ = workers_.size() == 1;
   coarse_now_.store(now_ns(), std::memory_order_relaxed);
+  debug_info_attach(registry_.get(), stacks_->stack_size(), &coarse_now_);
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() { debug_info_detach(registry_.get()); }
 
 std::uint64_t Runtime::alloc_id(Worker* w) noexcept {
   if (!w || w->rt != this) return g_next_id.fetch_add(1, std::memory_order_relaxed);
