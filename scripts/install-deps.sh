@@ -3,10 +3,15 @@
 # Build: g++, cmake, Boost.Context + Boost (Lockfree), abseil, GoogleTest, Google Benchmark.
 # Benchmarks: Go 1.19 and Boost.Fiber (the peers), wrk (HTTP load), linux-perf (profiling).
 # Examples: libhttp-parser-dev (http_server). Tools: clang-format.
+# Services: redis-tools (redis-cli and redis-benchmark, which resp_server's CI test runs),
+# redis-server (the side-by-side figure of tools/services_bench.sh; never left running as a
+# service). Fuzzing: clang + libclang-rt-14-dev (libFuzzer, tools/fuzz/run.sh).
+# Debugging: gdb (tools/gdb/weft_gdb.py and the tests/gdb_test that drives it).
 set -euo pipefail
 packages=(build-essential cmake pkg-config libboost-context-dev libboost-dev libabsl-dev
           libgtest-dev libgmock-dev libbenchmark-dev libboost-fiber-dev golang-go linux-perf
-          clang-format libhttp-parser-dev wrk)
+          clang-format libhttp-parser-dev wrk
+          redis-tools redis-server clang libclang-rt-14-dev gdb)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,6 +22,10 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # Debian starts redis-server as a system service where it can; the bench starts its own.
+  if [[ " ${missing[*]} " == *" redis-server "* ]]; then
+    "${sudo_cmd[@]}" service redis-server stop >/dev/null 2>&1 || true
+  fi
 else
   echo "install-deps: everything is installed"
 fi

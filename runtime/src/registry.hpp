@@ -30,6 +30,7 @@ class Registry {
   void dump(std::ostream& out, std::size_t stack_size, std::int64_t now_ns);
 
  private:
+  friend struct RegistryDebugLayout;  // debug_info.cpp publishes the shard layout to debuggers
   struct alignas(64) Shard {
     SpinLock lock;
     Fiber* head = nullptr;

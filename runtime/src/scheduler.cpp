@@ -14,6 +14,7 @@
 #include <string>
 
 #include "blocking_pool.hpp"
+#include "debug_info.hpp"
 #include "monitor.hpp"
 #include "overflow_guard.hpp"
 #include "own_threads.hpp"
@@ -158,11 +159,13 @@ Runtime::Runtime(const Options& opts) : opts_(resolve(opts)) {
   }
   single_worker_ = workers_.size() == 1;
   coarse_now_.store(now_ns(), std::memory_order_relaxed);
+  debug_info_attach(registry_.get(), stacks_->stack_size(), &coarse_now_);
 }
 
 std::atomic<int> g_outside_wakers{0};
 
 Runtime::~Runtime() {
+  debug_info_detach(registry_.get());
   // A plain thread whose wake let main return may still be inside submit_ready().
   while (g_outside_wakers.load(std::memory_order_acquire) != 0) sched_yield();
 }

@@ -1,0 +1,203 @@
+#include "resp_server.hpp"
+
+#include <absl/container/flat_hash_set.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <weft/weft.hpp>
+
+#include "resp_commands.hpp"
+
+namespace resp {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kInitialBuffer = 16 * 1024;  // as Redis's PROTO_IOBUF_LEN
+constexpr std::size_t kMaxReadChunk = 4 << 20;     // at most this much room per read
+constexpr std::size_t kFlushAt = 64 * 1024;        // write replies early past this
+constexpr int kCommandsPerSlice = 1024;            // then yield the worker
+
+// The connection's input: bytes [begin_, end_) of data_ are unparsed.
+class InputBuffer {
+ public:
+  std::string_view view() const { return {data_.get() + begin_, end_ - begin_}; }
+  void drop(std::size_t n) {
+    begin_ += n;
+    if (begin_ == end_) begin_ = end_ = 0;
+  }
+  // Room for at least `want` more bytes at the end: compacts, then grows (doubling).
+  std::span<char> space(std::size_t want) {
+    if (cap_ - end_ >= want) return {data_.get() + end_, cap_ - end_};
+    if (begin_ > 0) {
+      std::memmove(data_.get(), data_.get() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+    }
+    if (cap_ - end_ < want) {
+      const std::size_t cap = std::max({cap_ * 2, end_ + want, kInitialBuffer});
+      auto fresh = std::make_unique_for_overwrite<char[]>(cap);
+      if (end_ > 0) std::memcpy(fresh.get(), data_.get(), end_);
+      data_ = std::move(fresh);
+      cap_ = cap;
+    }
+    return {data_.get() + end_, cap_ - end_};
+  }
+  void produced(std::size_t n) { end_ += n; }
+  // Gives back a large buffer once it is empty (after a big command).
+  void maybe_shrink() {
+    if (begin_ == end_ && cap_ > 16 * kInitialBuffer) {
+      data_.reset();
+      cap_ = begin_ = end_ = 0;
+    }
+  }
+
+ private:
+  std::unique_ptr<char[]> data_;
+  std::size_t cap_ = 0, begin_ = 0, end_ = 0;
+};
+
+// Connections that are open, so stop can end them.
+struct Registry {
+  weft::Mutex mu;
+  absl::flat_hash_set<weft::net::TcpStream*> conns;
+  bool stopping = false;
+};
+
+// After a protocol error or QUIT: let the peer read what was sent before the socket closes
+// (closing with unread input would send a reset that can destroy the reply in flight).
+void linger_close(weft::net::TcpStream& s) {
+  if (!s.shutdown_write().ok()) return;
+  s.set_read_deadline(Clock::now() + std::chrono::milliseconds(500));
+  char buf[1024];
+  std::size_t discarded = 0;
+  while (discarded < (std::size_t{1} << 20)) {
+    absl::StatusOr<std::size_t> n = s.read(buf, sizeof buf);
+    if (!n.ok() || *n == 0) return;
+    discarded += *n;
+  }
+}
+
+void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts,
+                std::uint64_t id) {
+  Parser parser(opts.limits);
+  Session session;
+  session.id = id;
+  InputBuffer in;
+  std::string out;
+  for (;;) {
+    const std::size_t want =
+        std::clamp<std::size_t>(parser.bytes_wanted(), kInitialBuffer / 2, kMaxReadChunk);
+    const std::span<char> room = in.space(want);
+    absl::StatusOr<std::size_t> n = s.read(room.data(), room.size());
+    if (!n.ok() || *n == 0) return;  // peer gone, reset, or stopped: nothing to report
+    in.produced(*n);
+    bool protocol_error = false;
+    int slice = 0;
+    for (;;) {
+      const Parser::Result r = parser.parse(in.view());
+      if (r == Parser::Result::kCommand) {
+        execute(store, parser.args(), session, &out);
+      } else if (r == Parser::Result::kError) {
+        append_error(&out, "ERR Protocol error: " + parser.error());
+        protocol_error = true;
+      }
+      in.drop(parser.consumed());
+      if (r != Parser::Result::kCommand || session.close_after) break;
+      if (out.size() >= kFlushAt || ++slice == kCommandsPerSlice) {
+        if (!out.empty() && !s.write_all(out).ok()) return;
+        out.clear();
+        if (slice == kCommandsPerSlice) {
+          slice = 0;
+          weft::this_fiber::yield();  // a long pipeline must not hold the worker
+        }
+      }
+    }
+    if (!out.empty()) {
+      if (!s.write_all(out).ok()) return;
+      out.clear();
+      if (out.capacity() > 16 * kFlushAt) std::string().swap(out);
+    }
+    if (protocol_error || session.close_after) {
+      linger_close(s);
+      return;
+    }
+    in.maybe_shrink();
+  }
+}
+
+}  // namespace
+
+void serve(weft::net::TcpListener listener, weft::Chan<int> stop, Store& store,
+           const ServerOptions& opts) {
+  Registry reg;
+  weft::WaitGroup wg;
+  std::atomic<bool> stopping{false};
+  weft::Chan<int> quit;  // closed at stop, for the sweeper
+
+  wg.add(1);
+  weft::go([&] {
+    std::uint64_t next_id = 0;
+    for (;;) {
+      absl::StatusOr<weft::net::TcpStream> c = listener.accept();
+      if (!c.ok()) {
+        if (stopping.load()) break;
+        std::fprintf(stderr, "resp_server: %s\n", std::string(c.status().ToString()).c_str());
+        weft::this_fiber::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      wg.add(1);
+      weft::go(
+          [&reg, &store, &opts, &wg, id = ++next_id](weft::net::TcpStream s) {
+            bool admitted = false;
+            {
+              std::lock_guard lock(reg.mu);
+              if (!reg.stopping) {
+                reg.conns.insert(&s);
+                admitted = true;
+              }
+            }
+            if (admitted) {
+              serve_conn(s, store, opts, id);
+              std::lock_guard lock(reg.mu);
+              reg.conns.erase(&s);
+            }
+            s.close();
+            wg.done();
+          },
+          std::move(*c));
+    }
+    wg.done();
+  });
+
+  wg.add(1);
+  weft::go([&] {
+    weft::Ticker ticker(opts.sweep_every);
+    bool done = false;
+    while (!done) {
+      weft::select(weft::case_recv(ticker.chan(), [&] { store.sweep(opts.sweep_budget); }),
+                   weft::case_recv(quit, [&] { done = true; }));
+    }
+    wg.done();
+  });
+
+  stop.recv();  // a value or a close: either means stop
+  stopping.store(true);
+  listener.set_deadline(Clock::now());  // fails the parked accept()
+  quit.close();
+  {
+    std::lock_guard lock(reg.mu);
+    reg.stopping = true;
+    for (weft::net::TcpStream* s : reg.conns) s->set_deadline(Clock::now());
+  }
+  wg.wait();
+  listener.close();
+}
+
+}  // namespace resp
