@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # README command 2 (and CI's .ci/run): install what is missing, then build and run every test in
 # four builds -- Release, Debug (WEFT_ASSERT on), ASan+UBSan, TSan -- and run every benchmark
-# once at a tiny size (tools/bench/compare --quick) so none of them rots.
-# Usage: scripts/test-all.sh [release|debug|asan|tsan|bench ...]   (default: all of them)
+# once at a tiny size (tools/bench/compare --quick) so none of them rots, and every protocol
+# parser's libFuzzer target for 20 s (tools/fuzz/run.sh, clang + ASan + UBSan).
+# Usage: scripts/test-all.sh [release|debug|asan|tsan|bench|fuzz ...]   (default: all of them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 variants=("$@")
-((${#variants[@]})) || variants=(release debug asan tsan bench)
+((${#variants[@]})) || variants=(release debug asan tsan bench fuzz)
 failed=()
 
 run_variant() {
@@ -38,7 +39,9 @@ for v in "${variants[@]}"; do
             -DWEFT_BUILD_TOOLS=OFF || failed+=(tsan) ;;
     bench) echo "=== bench: every benchmark once (quick)"
            tools/bench/compare --quick --build-dir build-ci/bench || failed+=(bench) ;;
-    *) echo "unknown variant $v (release|debug|asan|tsan|bench)"; exit 2 ;;
+    fuzz) echo "=== fuzz: each parser's libFuzzer target, 20 s"
+          tools/fuzz/run.sh 20 build-ci/fuzz || failed+=(fuzz) ;;
+    *) echo "unknown variant $v (release|debug|asan|tsan|bench|fuzz)"; exit 2 ;;
   esac
   echo "=== $v took $((SECONDS - t0)) s"
 done
