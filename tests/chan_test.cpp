@@ -1340,4 +1340,100 @@ TEST_P(ChanTest, PlainThreadCloseWakesParkedFibers) {
       opts());
 }
 
+// ---- SendChan / RecvChan: Go's `chan<- T` and `<-chan T`.
+
+template <class C>
+concept CanSend = requires(const C& c, int v) {
+  c.send(v);
+};
+template <class C>
+concept CanRecv = requires(const C& c) {
+  c.recv();
+};
+template <class C>
+concept CanClose = requires(const C& c) {
+  c.close();
+};
+static_assert(CanSend<weft::SendChan<int>> && !CanRecv<weft::SendChan<int>> &&
+              CanClose<weft::SendChan<int>>);
+static_assert(CanRecv<weft::RecvChan<int>> && !CanSend<weft::RecvChan<int>> &&
+              !CanClose<weft::RecvChan<int>>);
+static_assert(std::is_convertible_v<Chan<int>, weft::SendChan<int>> &&
+              std::is_convertible_v<Chan<int>, weft::RecvChan<int>>);
+static_assert(!std::is_convertible_v<weft::SendChan<int>, weft::RecvChan<int>> &&
+              !std::is_convertible_v<weft::RecvChan<int>, Chan<int>>);
+
+void produce(weft::SendChan<std::unique_ptr<int>> out, int n) {
+  for (int i = 0; i < n; ++i) out.send(std::make_unique<int>(i));
+  out.close();
+}
+
+TEST_P(ChanTest, DirectionViewsShareTheChannel) {
+  weft::run(
+      [] {
+        for (int cap : {0, 4}) {
+          Chan<std::unique_ptr<int>> ch(cap);
+          weft::RecvChan<std::unique_ptr<int>> in = ch;
+          weft::SendChan<std::unique_ptr<int>> out = ch;
+          EXPECT_TRUE(static_cast<bool>(in));
+          EXPECT_EQ(in.capacity(), static_cast<std::size_t>(cap));
+          EXPECT_EQ(out.capacity(), static_cast<std::size_t>(cap));
+          weft::go(produce, out, 50);
+          int expect = 0;
+          for (auto& v : in) EXPECT_EQ(*v, expect++);  // range-for over a view
+          EXPECT_EQ(expect, 50);
+          EXPECT_FALSE(in.recv().has_value()) << "closed through the SendChan";
+          EXPECT_FALSE(ch.try_recv().has_value());
+          EXPECT_THROW(out.send(std::make_unique<int>(1)), weft::ChannelClosed);
+        }
+      },
+      opts());
+}
+
+TEST_P(ChanTest, DirectionViewsTryOpsEqualityAndNil) {
+  weft::run(
+      [] {
+        Chan<int> ch(1);
+        weft::SendChan<int> out = ch;
+        weft::RecvChan<int> in = ch;
+        EXPECT_FALSE(in.try_recv().has_value());
+        EXPECT_TRUE(out.try_send(7));
+        EXPECT_EQ(out.size(), 1u);
+        EXPECT_EQ(in.size(), 1u);
+        const int eight = 8;
+        EXPECT_FALSE(out.try_send(eight)) << "full";
+        EXPECT_EQ(in.try_recv(), 7);
+        EXPECT_TRUE(out == weft::SendChan<int>(ch));
+        EXPECT_FALSE(in == weft::RecvChan<int>(Chan<int>(1)));
+        weft::SendChan<int> nil_out;
+        weft::RecvChan<int> nil_in = nullptr;
+        EXPECT_FALSE(static_cast<bool>(nil_out));
+        EXPECT_TRUE(nil_in == nullptr);
+        EXPECT_FALSE(nil_out.try_send(1)) << "a nil channel is never ready";
+        EXPECT_FALSE(nil_in.try_recv().has_value());
+      },
+      opts());
+}
+
+TEST_P(ChanTest, DirectionViewsWorkInSelect) {
+  weft::run(
+      [] {
+        Chan<int> a, b(1);
+        weft::RecvChan<int> in = a;
+        weft::SendChan<int> out = b;
+        weft::go([a] { a.send(5); });
+        int got = 0;
+        EXPECT_EQ(weft::select(weft::case_recv(in, [&](std::optional<int> v) { got = *v; }),
+                               weft::case_timeout(std::chrono::seconds(5))),
+                  0u);
+        EXPECT_EQ(got, 5);
+        EXPECT_EQ(weft::select(weft::case_send(out, 6), weft::case_default()), 0u);
+        EXPECT_EQ(b.recv(), 6);
+        weft::RecvChan<int> nil_in;
+        EXPECT_EQ(weft::select(weft::case_recv(nil_in), weft::case_default()), 1u)
+            << "a nil view's case must never fire";
+      },
+      opts());
+}
+
 }  // namespace

@@ -258,8 +258,131 @@ TEST_P(TimeTest, NonPositiveTickerPeriodThrowsInvalidArgument) {
   EXPECT_THROW(weft::Ticker(std::chrono::nanoseconds(0)), std::invalid_argument);
 }
 
+// weft::Timer, Go's time.Timer with Go 1.23's Stop/Reset: once they return, no value from before
+// the call is received.
+TEST_P(TimeTest, TimerFiresOnceAfterItsDuration) {
+  weft::run(
+      [] {
+        const auto t0 = Clock::now();
+        weft::Timer t(10ms);
+        auto c = t.chan();
+        ASSERT_TRUE(c.recv().has_value());
+        EXPECT_GE(Clock::now() - t0, 10ms);
+        weft::this_fiber::sleep_for(15ms);
+        EXPECT_FALSE(c.try_recv().has_value()) << "a one-shot timer fired twice";
+        EXPECT_FALSE(t.stop()) << "stop() after the value was received reports a prevention";
+      },
+      opts());
+}
+
+TEST_P(TimeTest, TimerStopBeforeItFiresPreventsTheValue) {
+  weft::run(
+      [] {
+        weft::Timer t(5ms);
+        EXPECT_TRUE(t.stop());
+        EXPECT_FALSE(t.stop()) << "a second stop() reports a prevention again";
+        EXPECT_EQ(weft::select(weft::case_recv(t.chan()), weft::case_timeout(20ms)), 1u)
+            << "a stopped timer fired";
+      },
+      opts());
+}
+
+TEST_P(TimeTest, TimerStopDiscardsAValueNobodyReceived) {
+  weft::run(
+      [] {
+        weft::Timer t(1ms);
+        weft::this_fiber::sleep_for(10ms);  // it has fired; its value waits in the channel
+        EXPECT_EQ(t.chan().size(), 1u);
+        EXPECT_TRUE(t.stop()) << "Go 1.23: an unreceived value counts as not yet delivered";
+        EXPECT_FALSE(t.chan().try_recv().has_value()) << "a stale value survived stop()";
+      },
+      opts());
+}
+
+TEST_P(TimeTest, TimerResetRearmsPostponesAndDiscardsStaleValues) {
+  weft::run(
+      [] {
+        weft::Timer t(1ms);
+        auto c = t.chan();
+        ASSERT_TRUE(c.recv().has_value());
+        // Re-arming a fired and received timer: it fires again, once.
+        EXPECT_FALSE(t.reset(5ms));
+        const auto t0 = Clock::now();
+        ASSERT_TRUE(c.recv().has_value());
+        EXPECT_GE(Clock::now() - t0, 4ms);
+        // Postponing a pending timer: nothing arrives at the old deadline.
+        weft::Timer p(5ms);
+        weft::this_fiber::sleep_for(1ms);
+        EXPECT_TRUE(p.reset(40ms)) << "reset() of a pending timer reports it was active";
+        EXPECT_EQ(weft::select(weft::case_recv(p.chan()), weft::case_timeout(15ms)), 1u)
+            << "the old deadline still fired after reset()";
+        ASSERT_TRUE(p.chan().recv().has_value());
+        // A value sent before reset() and never received is discarded, not delivered late.
+        weft::Timer s(1ms);
+        weft::this_fiber::sleep_for(10ms);
+        EXPECT_TRUE(s.reset(std::chrono::hours(1)));
+        EXPECT_FALSE(s.chan().try_recv().has_value()) << "a stale value survived reset()";
+        // After stop(), reset() arms it again.
+        EXPECT_TRUE(s.stop());
+        EXPECT_FALSE(s.reset(1ms));
+        EXPECT_TRUE(s.chan().recv().has_value());
+      },
+      opts());
+}
+
+TEST_P(TimeTest, TimerStopAndResetRaceWithFiringAndEachOther) {
+  const int kIters = static_cast<int>(scaled(2000, 20));
+  weft::run(
+      [&] {
+        std::vector<weft::Task<int>> ts;
+        for (int f = 0; f < 4; ++f) {
+          ts.push_back(weft::spawn([&, f] {
+            int delivered = 0;
+            for (int i = 0; i < kIters; ++i) {
+              weft::Timer t(std::chrono::microseconds((i + f) % 7));
+              auto c = t.chan();
+              // A second fiber resets/stops the same timer while it may be firing.
+              auto other = weft::spawn([&t, i] {
+                return (i % 2) ? t.reset(std::chrono::microseconds(i % 5)) : t.stop();
+              });
+              (void)other.join();
+              if (i % 2) {
+                if (c.recv()) ++delivered;  // reset: exactly one value comes
+              } else {
+                (void)t.stop();  // stopped: no value may be received after this
+                if (c.try_recv()) {
+                  ADD_FAILURE() << "a value was received after stop() returned";
+                  return -1;
+                }
+              }
+            }
+            return delivered;
+          }));
+        }
+        for (auto& t : ts) EXPECT_EQ(t.join(), kIters / 2);
+      },
+      opts());
+}
+
+TEST_P(TimeTest, TimerMoveAssignmentStopsTheReplacedTimer) {
+  weft::run(
+      [] {
+        weft::Timer a(1ms);
+        weft::Timer b(2ms);
+        auto cb = b.chan();
+        b = std::move(a);
+        weft::this_fiber::sleep_for(10ms);
+        EXPECT_FALSE(cb.try_recv().has_value()) << "the replaced timer still fired";
+        EXPECT_TRUE(b.chan().recv().has_value());
+        EXPECT_FALSE(a.stop()) << "a moved-from timer reports a prevention";
+        EXPECT_THROW((void)a.reset(1ms), std::logic_error);
+      },
+      opts());
+}
+
 TEST(TimeNoRuntime, AfterAndTickerOutsideRunThrowLogicError) {
   EXPECT_THROW((void)weft::after(1ms), std::logic_error);
+  EXPECT_THROW(weft::Timer(1ms), std::logic_error);
   EXPECT_THROW(weft::Ticker(1ms), std::logic_error);
   try {
     weft::Ticker t(1ms);

@@ -1,4 +1,4 @@
-// after() and Ticker: thin typed wrappers over the timer channels of timer_chan.cpp.
+// after(), Timer and Ticker: thin typed wrappers over the timer channels of timer_chan.cpp.
 #include "weft/time.hpp"
 
 #include <limits>
@@ -20,6 +20,23 @@ std::int64_t deadline_after(std::int64_t d) {
 
 Chan<TimePoint> after(std::chrono::nanoseconds d) {
   return detail::chan_adopt<TimePoint>(detail::chan_make_timer(deadline_after(d.count()), 0));
+}
+
+Timer::Timer(std::chrono::nanoseconds d)
+    : ch_(detail::chan_adopt<TimePoint>(detail::chan_make_timer(deadline_after(d.count()), 0))) {}
+
+Timer& Timer::operator=(Timer&& o) noexcept {
+  if (this != &o) {
+    stop();
+    ch_ = std::move(o.ch_);
+  }
+  return *this;
+}
+
+bool Timer::stop() noexcept { return detail::chan_timer_stop(detail::core_of(ch_)); }
+
+bool Timer::reset(std::chrono::nanoseconds d) {
+  return detail::chan_timer_reset(detail::core_of(ch_), deadline_after(d.count()));
 }
 
 Ticker::Ticker(std::chrono::nanoseconds period) : ch_(nullptr) {

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 
 namespace weft::detail {
 namespace {
@@ -51,6 +53,36 @@ void chan_stop_timer(ChanCore* c) noexcept {
   ct->stopped.store(true, std::memory_order_release);
   timer_cancel(&ct->timer);
   timer_cancel(&ct->timer);
+}
+
+namespace {
+// With ct->control held: stop, wait out a running callback, drain an unreceived value.
+bool stop_and_drain(ChanCore* c, ChanTimer* ct) noexcept {
+  ct->stopped.store(true, std::memory_order_release);
+  bool prevented = timer_cancel(&ct->timer);
+  prevented = timer_cancel(&ct->timer) || prevented;
+  TimePoint stale;
+  if (chan_recv(c, &stale, /*block=*/false) == ChanResult::kOk) prevented = true;
+  return prevented;
+}
+}  // namespace
+
+bool chan_timer_stop(ChanCore* c) noexcept {
+  if (!c || !c->timer) return false;
+  ChanTimer* ct = c->timer;
+  std::lock_guard lock(ct->control);
+  return stop_and_drain(c, ct);
+}
+
+bool chan_timer_reset(ChanCore* c, std::int64_t when_ns) {
+  if (!c || !c->timer) throw std::logic_error("weft::Timer::reset: a moved-from Timer");
+  ChanTimer* ct = c->timer;
+  std::lock_guard lock(ct->control);
+  const bool prevented = stop_and_drain(c, ct);
+  ct->timer.when_ns = when_ns;
+  ct->stopped.store(false, std::memory_order_release);
+  timer_add(&ct->timer);  // throws std::logic_error without a running runtime
+  return prevented;
 }
 
 void destroy_timer(ChanCore* c) noexcept {

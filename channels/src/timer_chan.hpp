@@ -7,6 +7,9 @@
 // holds no reference of its own. stop: `stopped` is set first, then the timer is cancelled
 // twice: the first cancel may wait for a callback that re-armed before it saw `stopped`; the
 // second removes that re-armed timer; any later callback sees `stopped`.
+// weft::Timer's stop/reset also take `control`, so that concurrent stop/reset calls on one timer
+// (legal in Go) do not interleave their cancel / drain / re-arm steps; the callback never takes
+// it, so a cancel waiting for a callback cannot deadlock on it.
 #pragma once
 
 #include <atomic>
@@ -21,6 +24,7 @@ struct ChanTimer {
   ChanCore* chan = nullptr;
   std::int64_t period_ns = 0;
   std::atomic<bool> stopped{false};
+  SpinLock control;  // weft::Timer stop/reset
 };
 
 // chan_release's last step for timer channels: stop and free the timer.

@@ -4,6 +4,11 @@
 // All scheduling logic lives once in the type-erased core (weft/detail/chan_core.hpp); this
 // header only adapts T. Values are moved, never copied by the channel: send(T) takes its
 // argument by value (move it in), recv() moves the value out into the optional.
+//
+// SendChan<T> / RecvChan<T> are Go's `chan<- T` / `<-chan T`: handles on the same channel that
+// expose one direction only (the sending side may also close, as in Go). A Chan<T> converts to
+// either implicitly, so a function that takes `weft::SendChan<Job>` documents, and the compiler
+// enforces, that it only sends. They work in select (case_send / case_recv) like a Chan.
 #pragma once
 
 #include <concepts>
@@ -21,10 +26,18 @@ namespace weft {
 
 template <class T>
 class Chan;
+template <class T>
+class SendChan;
+template <class T>
+class RecvChan;
 
 namespace detail {
 template <class T>
 ChanCore* core_of(const Chan<T>& ch) noexcept;
+template <class T>
+ChanCore* core_of(const SendChan<T>& ch) noexcept;
+template <class T>
+ChanCore* core_of(const RecvChan<T>& ch) noexcept;
 // Wraps a core that already carries the reference the new handle owns.
 template <class T>
 Chan<T> chan_adopt(ChanCore* core) noexcept;
@@ -172,10 +185,74 @@ class Chan {
   detail::ChanCore* core_ = nullptr;
 };
 
+// Go's `chan<- T`: send, try_send and close only. Implicit from Chan<T>, like Go's conversion;
+// a default-constructed or nullptr SendChan is the nil channel.
+template <class T>
+class SendChan {
+ public:
+  using value_type = T;
+
+  SendChan(std::nullptr_t = nullptr) noexcept : ch_(nullptr) {}
+  SendChan(Chan<T> ch) noexcept : ch_(std::move(ch)) {}  // NOLINT: implicit on purpose
+
+  void send(T v) const { ch_.send(std::move(v)); }
+  bool try_send(T&& v) const { return ch_.try_send(std::move(v)); }
+  bool try_send(const T& v) const requires std::is_copy_constructible_v<T> {
+    return ch_.try_send(v);
+  }
+  void close() const { ch_.close(); }
+  std::size_t size() const noexcept { return ch_.size(); }
+  std::size_t capacity() const noexcept { return ch_.capacity(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(ch_); }
+  friend bool operator==(const SendChan& a, const SendChan& b) noexcept { return a.ch_ == b.ch_; }
+  friend bool operator==(const SendChan& a, std::nullptr_t) noexcept { return a.ch_ == nullptr; }
+
+ private:
+  template <class U>
+  friend detail::ChanCore* detail::core_of(const SendChan<U>& ch) noexcept;
+  Chan<T> ch_;
+};
+
+// Go's `<-chan T`: recv, try_recv and range-for only (no close: in Go only the sending side
+// closes). Implicit from Chan<T>; default-constructed or nullptr is the nil channel.
+template <class T>
+class RecvChan {
+ public:
+  using value_type = T;
+
+  RecvChan(std::nullptr_t = nullptr) noexcept : ch_(nullptr) {}
+  RecvChan(Chan<T> ch) noexcept : ch_(std::move(ch)) {}  // NOLINT: implicit on purpose
+
+  std::optional<T> recv() const { return ch_.recv(); }
+  std::optional<T> try_recv() const { return ch_.try_recv(); }
+  std::size_t size() const noexcept { return ch_.size(); }
+  std::size_t capacity() const noexcept { return ch_.capacity(); }
+  explicit operator bool() const noexcept { return static_cast<bool>(ch_); }
+  friend bool operator==(const RecvChan& a, const RecvChan& b) noexcept { return a.ch_ == b.ch_; }
+  friend bool operator==(const RecvChan& a, std::nullptr_t) noexcept { return a.ch_ == nullptr; }
+
+  using iterator = typename Chan<T>::iterator;
+  iterator begin() const { return ch_.begin(); }
+  std::default_sentinel_t end() const noexcept { return {}; }
+
+ private:
+  template <class U>
+  friend detail::ChanCore* detail::core_of(const RecvChan<U>& ch) noexcept;
+  Chan<T> ch_;
+};
+
 namespace detail {
 template <class T>
 ChanCore* core_of(const Chan<T>& ch) noexcept {
   return ch.core_;
+}
+template <class T>
+ChanCore* core_of(const SendChan<T>& ch) noexcept {
+  return core_of(ch.ch_);
+}
+template <class T>
+ChanCore* core_of(const RecvChan<T>& ch) noexcept {
+  return core_of(ch.ch_);
 }
 template <class T>
 Chan<T> chan_adopt(ChanCore* core) noexcept {

@@ -114,9 +114,20 @@ detail::RecvCase<T, std::decay_t<F>> case_recv(const Chan<T>& ch, F&& handler = 
   return {detail::core_of(ch), std::forward<F>(handler), {}};
 }
 
+template <class T, class F = detail::NoHandler>
+detail::RecvCase<T, std::decay_t<F>> case_recv(const RecvChan<T>& ch, F&& handler = {}) {
+  return {detail::core_of(ch), std::forward<F>(handler), {}};
+}
+
 template <class T, class V, class F = detail::NoHandler>
 requires std::constructible_from<T, V&&> detail::SendCase<T, std::decay_t<F>> case_send(
     const Chan<T>& ch, V&& value, F&& handler = {}) {
+  return {detail::core_of(ch), T(std::forward<V>(value)), std::forward<F>(handler)};
+}
+
+template <class T, class V, class F = detail::NoHandler>
+requires std::constructible_from<T, V&&> detail::SendCase<T, std::decay_t<F>> case_send(
+    const SendChan<T>& ch, V&& value, F&& handler = {}) {
   return {detail::core_of(ch), T(std::forward<V>(value)), std::forward<F>(handler)};
 }
 

@@ -83,6 +83,11 @@ std::size_t select_run(SelectCase* cases, std::size_t n);
 ChanCore* chan_make_timer(std::int64_t first_ns, std::int64_t period_ns);
 // Disarms the channel's timer for good; no tick is sent after it returns.
 void chan_stop_timer(ChanCore* c) noexcept;
+// weft::Timer (Go 1.23's time.Timer): stops the one-shot timer and discards a value it sent that
+// nobody received; true if either prevented a delivery. Reset: the same, then re-arms it for
+// `when_ns` (std::logic_error without a running runtime). Serialised per timer.
+bool chan_timer_stop(ChanCore* c) noexcept;
+bool chan_timer_reset(ChanCore* c, std::int64_t when_ns);
 
 }  // namespace detail
 }  // namespace weft
