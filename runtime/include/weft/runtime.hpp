@@ -52,7 +52,7 @@ struct Options {
   // Stack-size profiling: when set (or $WEFT_STACK_PROFILE is), every fiber's stack high-water
   // mark is recorded by fiber name and written to this JSON file when run() returns; read it
   // with `tools/stackprof/weft-stackprof report FILE`. Costs nothing when empty.
-  std::string stack_profile;
+  std::string stack_profile{};
 };
 
 namespace detail {
