@@ -16,9 +16,11 @@
 #include <absl/flags/usage.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <weft/weft.hpp>
 
+#include "listen_announced.hpp"
 #include "shutdown_signal.hpp"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070", "address to listen on, HOST:PORT");
@@ -40,15 +42,12 @@ int main(int argc, char** argv) {
   int rc = 0;
   weft::run(
       [&] {
-        absl::StatusOr<weft::net::TcpListener> l =
-            weft::net::listen_tcp(absl::GetFlag(FLAGS_listen));
-        if (!l.ok()) {
-          std::fprintf(stderr, "chat_server: %s\n", std::string(l.status().ToString()).c_str());
+        std::optional<weft::net::TcpListener> l =
+            examples::listen_announced("chat_server", absl::GetFlag(FLAGS_listen));
+        if (!l) {
           rc = 1;
           return;
         }
-        std::printf("listening on %s\n", l->local_addr().c_str());
-        std::fflush(stdout);
         weft::Chan<int> stop(1);
         weft::go([&signals, stop] {
           const int sig = signals.wait();

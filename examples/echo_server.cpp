@@ -13,8 +13,10 @@
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 #include <weft/weft.hpp>
 
+#include "listen_announced.hpp"
 #include "process_stats.hpp"
 #include "shutdown_signal.hpp"
 
@@ -63,15 +65,12 @@ int main(int argc, char** argv) {
   int rc = 0;
   weft::run(
       [&] {
-        absl::StatusOr<weft::net::TcpListener> l =
-            weft::net::listen_tcp(absl::GetFlag(FLAGS_listen));
-        if (!l.ok()) {
-          std::fprintf(stderr, "echo_server: %s\n", std::string(l.status().ToString()).c_str());
+        std::optional<weft::net::TcpListener> l =
+            examples::listen_announced("echo_server", absl::GetFlag(FLAGS_listen));
+        if (!l) {
           rc = 1;
           return;
         }
-        std::printf("listening on %s\n", l->local_addr().c_str());
-        std::fflush(stdout);
         // Joined before `l` goes away: the accept loop ends when close() wakes it.
         weft::Task<void> acceptor = weft::spawn([&] {
           for (;;) {

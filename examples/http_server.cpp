@@ -17,9 +17,11 @@
 #include <http_parser.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <weft/weft.hpp>
 
+#include "listen_announced.hpp"
 #include "shutdown_signal.hpp"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:8080", "address to listen on, HOST:PORT");
@@ -124,15 +126,12 @@ int main(int argc, char** argv) {
   int rc = 0;
   weft::run(
       [&] {
-        absl::StatusOr<weft::net::TcpListener> l =
-            weft::net::listen_tcp(absl::GetFlag(FLAGS_listen));
-        if (!l.ok()) {
-          std::fprintf(stderr, "http_server: %s\n", std::string(l.status().ToString()).c_str());
+        std::optional<weft::net::TcpListener> l =
+            examples::listen_announced("http_server", absl::GetFlag(FLAGS_listen));
+        if (!l) {
           rc = 1;
           return;
         }
-        std::printf("listening on %s\n", l->local_addr().c_str());
-        std::fflush(stdout);
         // Joined before `l` goes away: the accept loop ends when close() wakes it.
         weft::Task<void> acceptor = weft::spawn([&] {
           for (;;) {

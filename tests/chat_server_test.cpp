@@ -220,13 +220,7 @@ void with_server(Body body, chat::ServerOptions opts = {}) {
             [&, l = std::move(*l)]() mutable { chat::run_chat_server(std::move(l), stop, opts); });
         body(addr);
         stop.send(1);
-        weft::Chan<int> done(1);
-        weft::go([&server, done] {
-          server.join();
-          done.close();
-        });
-        bool returned = false;
-        weft::select(weft::case_recv(done, [&] { returned = true; }), weft::case_timeout(10s));
+        const bool returned = weft_test::join_within(server, 10s);
         EXPECT_TRUE(returned) << "run_chat_server() did not return within 10 s of stop";
         g_left_open.clear();
         if (!returned) std::abort();  // a fiber still uses this frame

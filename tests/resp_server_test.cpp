@@ -559,13 +559,7 @@ void with_server(Body body, resp::ServerOptions opts = {}) {
         body(addr, store);
         stop.close();
         // serve() must return promptly even with connections left open by the body.
-        weft::Chan<int> done(1);
-        weft::go([&server, done] {
-          server.join();
-          done.close();
-        });
-        bool returned = false;
-        weft::select(weft::case_recv(done, [&] { returned = true; }), weft::case_timeout(10s));
+        const bool returned = weft_test::join_within(server, 10s);
         EXPECT_TRUE(returned) << "serve() did not return within 10 s of stop";
         g_left_open.clear();
         if (!returned) std::abort();  // a fiber still uses this frame

@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+#include <weft/chan.hpp>
 #include <weft/runtime.hpp>
+#include <weft/select.hpp>
 
 // Functions that must really be called (never inlined, never analysed as pure/const by IPA), so
 // that thread-local addresses and errno are looked up again after a fiber may have migrated.
@@ -89,6 +91,17 @@ inline std::size_t count_occurrences(const std::string& haystack, const std::str
 inline bool run_known_bugs() {
   const char* v = std::getenv("WEFT_TEST_KNOWN_BUGS");
   return v && std::string(v) == "1";
+}
+
+// Joins `task` from a fiber, waiting at most `limit`; false if it had not finished by then (the
+// caller fails the test, and aborts if the task may still use its frame, rather than hang CI).
+inline bool join_within(weft::Task<void>& task, std::chrono::nanoseconds limit) {
+  weft::Chan<int> done(1);
+  weft::go([&task, done] {
+    task.join();
+    done.close();
+  });
+  return weft::select(weft::case_recv(done), weft::case_timeout(limit)) == 0;
 }
 
 }  // namespace weft_test

@@ -13,6 +13,8 @@
 #include <vector>
 #include <weft/weft.hpp>
 
+#include "../linger_close.hpp"
+
 namespace chat {
 
 namespace {
@@ -203,20 +205,6 @@ class Hub {
   bool stopping_ = false;
 };
 
-// After the last lines: let the peer read them before the socket closes (closing with unread
-// input sends a reset, which can destroy replies still in flight).
-void linger(weft::net::TcpStream& s) {
-  if (!s.shutdown_write().ok()) return;
-  s.set_read_deadline(Clock::now() + std::chrono::milliseconds(500));
-  char buf[1024];
-  std::size_t discarded = 0;
-  while (discarded < (std::size_t{1} << 20)) {
-    absl::StatusOr<std::size_t> n = s.read(buf, sizeof buf);
-    if (!n.ok() || *n == 0) return;
-    discarded += *n;
-  }
-}
-
 void client_main(weft::net::TcpStream stream, std::uint64_t id, const weft::Chan<Event>& events,
                  const ServerOptions& opts) {
   auto conn = std::make_shared<Conn>(std::move(stream));
@@ -280,7 +268,7 @@ void client_main(weft::net::TcpStream stream, std::uint64_t id, const weft::Chan
   // flush the last lines, then wait for it.
   conn->stream.set_write_deadline(Clock::now() + opts.flush_timeout);
   writer.join();
-  if (!hung_up) linger(conn->stream);
+  if (!hung_up) examples::linger_close(conn->stream);
 }
 
 }  // namespace

@@ -15,9 +15,11 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <weft/weft.hpp>
 
+#include "../listen_announced.hpp"
 #include "../shutdown_signal.hpp"
 #include "resp_server.hpp"
 
@@ -43,15 +45,12 @@ int main(int argc, char** argv) {
   int rc = 0;
   weft::run(
       [&] {
-        absl::StatusOr<weft::net::TcpListener> l =
-            weft::net::listen_tcp(absl::GetFlag(FLAGS_listen));
-        if (!l.ok()) {
-          std::fprintf(stderr, "resp_server: %s\n", std::string(l.status().ToString()).c_str());
+        std::optional<weft::net::TcpListener> l =
+            examples::listen_announced("resp_server", absl::GetFlag(FLAGS_listen));
+        if (!l) {
           rc = 1;
           return;
         }
-        std::printf("listening on %s\n", l->local_addr().c_str());
-        std::fflush(stdout);
         weft::Chan<int> stop(1);
         weft::go([&signals, stop] {
           const int sig = signals.wait();

@@ -11,6 +11,7 @@
 #include <string>
 #include <weft/weft.hpp>
 
+#include "../linger_close.hpp"
 #include "resp_commands.hpp"
 
 namespace resp {
@@ -70,20 +71,6 @@ struct Registry {
   bool stopping = false;
 };
 
-// After a protocol error or QUIT: let the peer read what was sent before the socket closes
-// (closing with unread input would send a reset that can destroy the reply in flight).
-void linger_close(weft::net::TcpStream& s) {
-  if (!s.shutdown_write().ok()) return;
-  s.set_read_deadline(Clock::now() + std::chrono::milliseconds(500));
-  char buf[1024];
-  std::size_t discarded = 0;
-  while (discarded < (std::size_t{1} << 20)) {
-    absl::StatusOr<std::size_t> n = s.read(buf, sizeof buf);
-    if (!n.ok() || *n == 0) return;
-    discarded += *n;
-  }
-}
-
 void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts,
                 std::uint64_t id) {
   Parser parser(opts.limits);
@@ -125,7 +112,7 @@ void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts
       if (out.capacity() > 16 * kFlushAt) std::string().swap(out);
     }
     if (protocol_error || session.close_after) {
-      linger_close(s);
+      examples::linger_close(s);
       return;
     }
     in.maybe_shrink();
