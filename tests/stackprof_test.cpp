@@ -95,14 +95,18 @@ TEST_P(StackProfileTest, FibersUnwoundAtExitAreRecorded) {
   o.stack_profile = path;
   weft::run(
       [] {
+        // Each fiber says it has started (a fiber that never ran has no stack to profile), so
+        // main returns only once all five are parked, however slow the machine.
+        weft::Chan<int> started(5);
         for (int i = 0; i < 5; ++i) {
-          weft::go([] {
+          weft::go([started] {
             weft::this_fiber::set_name("parked-forever");
+            started.send(1);
             weft::Chan<int> never;
             never.recv();  // unwound when main returns
           });
         }
-        weft::this_fiber::sleep_for(std::chrono::milliseconds(20));
+        for (int i = 0; i < 5; ++i) (void)started.recv();
       },
       o);
   const std::string parked = entry(read_file(path), "parked-forever");

@@ -70,9 +70,13 @@ struct SelectCommit {
   bool committed = false;
   static bool run(void* a) {
     auto* c = static_cast<SelectCommit*>(a);
+    // Copied first: with no channel to hold (every case nil, or only a timeout) nothing keeps
+    // the selector parked once the timer is armed; it may fire, and the select return and its
+    // frame be reused, before timer_add() returns. With channels, `locks.chans` (in that frame)
+    // stays valid until the last unlock, which the woken selector's re-lock waits for.
+    const Locks locks = c->locks;
     c->committed = true;
     if (c->timer) timer_add(c->timer);  // before the unlocks: see step 4 above
-    const Locks locks = c->locks;
     for (std::size_t i = 0; i < locks.n; ++i) locks.chans[i]->lock.unlock();
     return true;
   }
