@@ -326,7 +326,7 @@ void Runtime::maybe_run_timers(Worker& w, bool every_time) noexcept {
     last_poll_ns_.store(now, std::memory_order_relaxed);
     FiberList ready;
     poller_->poll(0, ready);
-    polling_.store(false, std::memory_order_release);
+    release_poller_seat();
     if (!ready.empty()) place_ready(w, ready);
   }
 }
@@ -396,8 +396,18 @@ void Runtime::wake_all() noexcept {
   poller_->wakeup();
 }
 
+void Runtime::release_poller_seat() noexcept {
+  // A wakeup aimed at this poll (poller_woken_) must not outlive it: left set, it would make
+  // every later wakeup of the next blocking poll look "already on its way", so a timer armed
+  // during that poll would never shorten its (possibly infinite) timeout. A wakeup still
+  // pending in the poller just makes the next poll return at once.
+  poller_woken_.store(false, std::memory_order_release);
+  polling_.store(false, std::memory_order_release);
+}
+
 void Runtime::timers_changed() noexcept {
-  if (polling_.load(std::memory_order_acquire) &&
+  // seq_cst: see Runtime::sleep (the heap published the new earliest deadline with seq_cst).
+  if (polling_.load(std::memory_order_seq_cst) &&
       !poller_woken_.exchange(true, std::memory_order_acq_rel)) {
     poller_->wakeup();
   }
@@ -415,10 +425,12 @@ bool Runtime::sleep(Worker& w) {
   // Try to be the one worker that blocks in the poller (and so keeps time for the timers).
   if (!polling_.exchange(true, std::memory_order_seq_cst)) {
     if (!queues_empty() || stopping()) {
-      polling_.store(false, std::memory_order_release);
+      release_poller_seat();
       return false;
     }
-    const std::int64_t next = timers_->earliest();
+    // seq_cst, paired with timers_changed(): either this read sees a timer armed concurrently,
+    // or its timers_changed() sees polling_ and wakes us (a store-buffer race otherwise).
+    const std::int64_t next = timers_->earliest_seq_cst();
     std::int64_t timeout = -1;
     if (next != TimerHeap::kNever) {
       timeout = next - now_ns();
@@ -427,8 +439,7 @@ bool Runtime::sleep(Worker& w) {
     FiberList ready;
     poller_->poll(timeout, ready);
     last_poll_ns_.store(now_ns(), std::memory_order_relaxed);
-    poller_woken_.store(false, std::memory_order_release);
-    polling_.store(false, std::memory_order_release);
+    release_poller_seat();
     run_due_timers(w);
     if (!ready.empty()) place_ready(w, ready);
     return true;
@@ -485,7 +496,7 @@ Fiber* Runtime::find_runnable(Worker& w) {
       FiberList ready;
       poller_->poll(0, ready);
       last_poll_ns_.store(now_ns(), std::memory_order_relaxed);
-      polling_.store(false, std::memory_order_release);
+      release_poller_seat();
       if (!ready.empty()) {
         place_ready(w, ready);
         continue;

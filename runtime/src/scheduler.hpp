@@ -189,6 +189,7 @@ class Runtime {
   bool sleep(Worker& w);  // returns after a wake; false if it found work on re-check
   void shutdown_unwind(Worker& w);
   void stop_spinning(Worker& w) noexcept;
+  void release_poller_seat() noexcept;
   Fiber* pop_any() noexcept;  // shutdown: any queued fiber of any worker
 
   Options opts_;
@@ -208,7 +209,7 @@ class Runtime {
   std::vector<Worker*> sleepers_;  // idle_mu_
   std::atomic<int> nsleeping_{0};  // == sleepers_.size(), readable without the lock
   std::atomic<int> nspinning_{0};
-  std::atomic<bool> polling_{false};       // a worker is inside a blocking poll()
+  std::atomic<bool> polling_{false};       // a worker holds the poller seat (inside poll())
   std::atomic<bool> poller_woken_{false};  // a wakeup() is already on its way to it
   std::atomic<std::int64_t> coarse_now_{0};
   std::atomic<std::int64_t> last_poll_ns_{0};  // when some worker last ran poller_->poll()

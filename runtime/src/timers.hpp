@@ -39,6 +39,10 @@ class TimerHeap {
   // Fires every timer due at `now`; returns how many.
   std::uint64_t run_due(std::int64_t now, std::size_t slot) noexcept;
   std::int64_t earliest() const noexcept { return earliest_.load(std::memory_order_acquire); }
+  // For the worker about to block in the poller: ordered with add()'s seq_cst publication.
+  std::int64_t earliest_seq_cst() const noexcept {
+    return earliest_.load(std::memory_order_seq_cst);
+  }
   std::size_t size() const noexcept;
 
  private:
@@ -50,7 +54,7 @@ class TimerHeap {
     t->heap_index = static_cast<std::int32_t>(i);
   }
   void publish_earliest() noexcept {
-    earliest_.store(heap_.empty() ? kNever : heap_.front()->when_ns, std::memory_order_release);
+    earliest_.store(heap_.empty() ? kNever : heap_.front()->when_ns, std::memory_order_seq_cst);
   }
 
   mutable std::mutex mu_;
