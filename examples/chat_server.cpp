@@ -48,13 +48,7 @@ int main(int argc, char** argv) {
           rc = 1;
           return;
         }
-        weft::Chan<int> stop(1);
-        weft::go([&signals, stop] {
-          const int sig = signals.wait();
-          std::printf("chat_server: signal %d, shutting down\n", sig);
-          std::fflush(stdout);
-          stop.send(sig);
-        });
+        const weft::Chan<int> stop = signals.stop_channel("chat_server");
         chat::run_chat_server(std::move(*l), stop, opts);
       },
       run_opts);

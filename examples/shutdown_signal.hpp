@@ -10,7 +10,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <weft/chan.hpp>
 #include <weft/net.hpp>
+#include <weft/runtime.hpp>
 
 namespace examples {
 
@@ -45,6 +47,20 @@ class ShutdownSignal {
         return SIGTERM;
       }
     }
+  }
+
+  // The servers' stop channel: a fiber waits for the signal, reports it as
+  // "PROGRAM: signal N, shutting down" and sends it on the returned channel (capacity 1).
+  // Call from a fiber; the ShutdownSignal must outlive that fiber (it lives in main()).
+  weft::Chan<int> stop_channel(const char* program) {
+    weft::Chan<int> stop(1);
+    weft::go([this, program, stop] {
+      const int sig = wait();
+      std::printf("%s: signal %d, shutting down\n", program, sig);
+      std::fflush(stdout);
+      stop.send(sig);
+    });
+    return stop;
   }
 
  private:

@@ -51,13 +51,7 @@ int main(int argc, char** argv) {
           rc = 1;
           return;
         }
-        weft::Chan<int> stop(1);
-        weft::go([&signals, stop] {
-          const int sig = signals.wait();
-          std::printf("resp_server: signal %d, shutting down\n", sig);
-          std::fflush(stdout);
-          stop.send(sig);
-        });
+        const weft::Chan<int> stop = signals.stop_channel("resp_server");
         resp::Store store;
         resp::serve(std::move(*l), stop, store, opts);
         std::printf("resp_server: stopped with %zu keys\n", store.size());
