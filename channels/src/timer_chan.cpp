@@ -14,7 +14,13 @@ using TimePoint = std::chrono::steady_clock::time_point;
 
 void fire(Timer* t) {
   auto* ct = reinterpret_cast<ChanTimer*>(t);
-  if (ct->stopped.load(std::memory_order_acquire)) return;
+  if (ct->stopped.load(std::memory_order_acquire)) {
+    // Due, but a stop/reset got in first: that call prevented this value (Go 1.23 counts a
+    // send still in progress as not delivered), and it reads this flag after its cancel waited
+    // for this callback to return.
+    ct->suppressed.store(true, std::memory_order_relaxed);
+    return;
+  }
   const std::int64_t now = now_ns();
   TimePoint tp{std::chrono::nanoseconds(now)};
   chan_send(ct->chan, &tp, /*block=*/false);  // full (nobody took the last tick): drop this one
@@ -61,6 +67,7 @@ bool stop_and_drain(ChanCore* c, ChanTimer* ct) noexcept {
   ct->stopped.store(true, std::memory_order_release);
   bool prevented = timer_cancel(&ct->timer);
   prevented = timer_cancel(&ct->timer) || prevented;
+  if (ct->suppressed.exchange(false, std::memory_order_relaxed)) prevented = true;
   TimePoint stale;
   if (chan_recv(c, &stale, /*block=*/false) == ChanResult::kOk) prevented = true;
   return prevented;

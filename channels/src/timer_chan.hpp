@@ -24,6 +24,9 @@ struct ChanTimer {
   ChanCore* chan = nullptr;
   std::int64_t period_ns = 0;
   std::atomic<bool> stopped{false};
+  // Set by a callback that was already due when `stopped` was set and so sent nothing; read
+  // and cleared by stop/reset (under `control`) to report that they prevented the value.
+  std::atomic<bool> suppressed{false};
   SpinLock control;  // weft::Timer stop/reset
 };
 
