@@ -53,26 +53,28 @@ ChanCore* chan_make_timer(std::int64_t first_ns, std::int64_t period_ns) {
   return c;
 }
 
-void chan_stop_timer(ChanCore* c) noexcept {
-  if (!c || !c->timer) return;
-  ChanTimer* ct = c->timer;
-  ct->stopped.store(true, std::memory_order_release);
-  timer_cancel(&ct->timer);
-  timer_cancel(&ct->timer);
-}
-
 namespace {
-// With ct->control held: stop, wait out a running callback, drain an unreceived value.
-bool stop_and_drain(ChanCore* c, ChanTimer* ct) noexcept {
+// Sets `stopped` and cancels twice (see timer_chan.hpp); after it no callback sends. True if
+// the timer was still armed, or was due but its callback stood down because of `stopped`.
+bool disarm(ChanTimer* ct) noexcept {
   ct->stopped.store(true, std::memory_order_release);
   bool prevented = timer_cancel(&ct->timer);
   prevented = timer_cancel(&ct->timer) || prevented;
-  if (ct->suppressed.exchange(false, std::memory_order_relaxed)) prevented = true;
+  return ct->suppressed.exchange(false, std::memory_order_relaxed) || prevented;
+}
+
+// With ct->control held: disarm, then drain a value sent but never received.
+bool stop_and_drain(ChanCore* c, ChanTimer* ct) noexcept {
+  bool prevented = disarm(ct);
   TimePoint stale;
   if (chan_recv(c, &stale, /*block=*/false) == ChanResult::kOk) prevented = true;
   return prevented;
 }
 }  // namespace
+
+void chan_stop_timer(ChanCore* c) noexcept {
+  if (c && c->timer) disarm(c->timer);
+}
 
 bool chan_timer_stop(ChanCore* c) noexcept {
   if (!c || !c->timer) return false;

@@ -25,7 +25,8 @@ struct ChanTimer {
   std::int64_t period_ns = 0;
   std::atomic<bool> stopped{false};
   // Set by a callback that was already due when `stopped` was set and so sent nothing; read
-  // and cleared by stop/reset (under `control`) to report that they prevented the value.
+  // and cleared when the stop that set `stopped` has waited the callback out, so that
+  // weft::Timer's stop/reset report the value they prevented.
   std::atomic<bool> suppressed{false};
   SpinLock control;  // weft::Timer stop/reset
 };

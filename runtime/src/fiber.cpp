@@ -243,12 +243,13 @@ void Waker::wake() const {
   }
   Fiber* f = reinterpret_cast<Fiber*>(bits_);
   // Outside a worker, announce the wake before the fiber can run (see g_outside_wakers).
-  const bool outside = current_worker() == nullptr;
+  Worker* const caller = current_worker();
+  const bool outside = caller == nullptr;
   if (outside) g_outside_wakers.fetch_add(1, std::memory_order_seq_cst);
   FiberState expected = FiberState::kParked;
   if (f->state.compare_exchange_strong(expected, FiberState::kRunnable,
                                        std::memory_order_acq_rel)) {
-    current_runtime()->submit_ready(f);
+    current_runtime()->submit_ready(f, caller);
   } else {
     // Only legal while shutdown resumes parked fibers out of band.
     WEFT_ASSERT(current_runtime() && current_runtime()->stopping(),

@@ -198,8 +198,7 @@ void Runtime::push_local(Worker& w, Fiber* f) noexcept {
   }
 }
 
-void Runtime::submit_ready(Fiber* f) noexcept {
-  Worker* w = current_worker();
+void Runtime::submit_ready(Fiber* f, Worker* w) noexcept {
   if (w && w->rt == this) {
     // runnext: the woken fiber runs next on this worker (warm caches, Go's runnext). It is not
     // stealable, so only a fiber it pushes out into the queue needs another worker.

@@ -138,8 +138,10 @@ class Runtime {
   Poller& poller() noexcept { return *poller_; }
   StackProfiler* profiler() noexcept { return profiler_.get(); }  // null unless profiling
 
-  // Makes a woken fiber runnable. From a worker: its runnext slot; else the global queue.
-  void submit_ready(Fiber* f) noexcept;
+  // Makes a woken fiber runnable. `caller` is the calling thread's worker (null on a plain
+  // thread; the waker has already looked it up). From a worker of this runtime: its runnext
+  // slot; else the global queue.
+  void submit_ready(Fiber* f, Worker* caller) noexcept;
   // Makes a new fiber runnable. Returns true if the caller (a spawning fiber) should yield
   // because its worker is flooded with unstarted fibers.
   bool submit_spawned(Fiber* f) noexcept;
