@@ -69,19 +69,25 @@ TEST_P(TrapsTest, MigratingFibersSeeTheirCurrentThreadsLocals) {
   g_generation.fetch_add(1);
   const int kFibers = static_cast<int>(4 * workers());
   const int kIters = static_cast<int>(scaled(4000));
+  // With several workers the test needs a migration to prove anything. The scheduler guarantees
+  // that queued work reaches idle workers eventually, not within any number of iterations (on a
+  // loaded machine one worker may run everything for a while), so the fibers keep going past
+  // kIters until some fiber has changed threads, within a generous bound.
+  const bool need_migration = workers() > 1;
   struct Result {
     std::uint64_t iterations = 0, migrations = 0, mismatches = 0, id_changes = 0;
   };
   const Result r = weft::run(
       [&] {
         std::atomic<std::uint64_t> iterations{0}, migrations{0}, mismatches{0}, id_changes{0};
-        const auto deadline = Clock::now() + 20s;
+        const auto deadline = Clock::now() + 60s;
         std::vector<weft::Task<void>> ts;
         for (int f = 0; f < kFibers; ++f) {
           ts.push_back(weft::spawn([&, f] {
             const std::uint64_t my_id = weft::this_fiber::id();
             pid_t last = current_tid();
-            for (int i = 0; i < kIters && Clock::now() < deadline; ++i) {
+            for (int i = 0; Clock::now() < deadline; ++i) {
+              if (i >= kIters && (!need_migration || migrations.load() > 0)) break;
               ThreadSlot* s = my_slot();
               const pid_t tid = current_tid();
               if (s->owner != tid) ++mismatches;
@@ -115,10 +121,10 @@ TEST_P(TrapsTest, MigratingFibersSeeTheirCurrentThreadsLocals) {
   EXPECT_EQ(r.id_changes, 0u);
   EXPECT_EQ(counted, r.iterations) << "per-thread counters lost or double-counted increments";
   EXPECT_GE(r.iterations, static_cast<std::uint64_t>(kFibers) * std::min(kIters, 100));
-  if (workers() == 1) {
+  if (need_migration) {
+    EXPECT_GT(r.migrations, 0u) << "no fiber moved to another worker within 60 s";
+  } else {
     EXPECT_EQ(r.migrations, 0u) << "one worker, yet a fiber changed threads";
-  } else if (workers() >= 4) {
-    EXPECT_GT(r.migrations, 0u) << "no fiber ever moved to another worker";
   }
 }
 
