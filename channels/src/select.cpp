@@ -21,20 +21,10 @@
 #include <vector>
 
 #include "chan_core.hpp"
+#include "weft/detail/fast_rand.hpp"
 
 namespace weft::detail {
 namespace {
-
-// A cheap per-thread generator for the poll order. thread_local is safe here: select_run uses it
-// only before it parks, never after a switch (where the fiber may be on another thread).
-inline std::uint32_t fast_rand(std::uint32_t bound) noexcept {
-  static thread_local std::uint64_t state = 0;
-  if (state == 0) state = reinterpret_cast<std::uintptr_t>(&state) * 0x9E3779B97F4A7C15ull | 1;
-  state ^= state << 13;
-  state ^= state >> 7;
-  state ^= state << 17;
-  return static_cast<std::uint32_t>(((state >> 32) * bound) >> 32);
-}
 
 // Small selects keep their bookkeeping on the stack.
 template <class T, std::size_t kInline = 8>

@@ -5,17 +5,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "weft/detail/deadline.hpp"
 #include "weft/detail/park.hpp"
 
 namespace weft {
 namespace {
-// now + d without overflowing: a huge duration means "practically never", not "long ago".
-std::int64_t deadline_after(std::int64_t d) {
-  const std::int64_t now = detail::now_ns();
-  return d > std::numeric_limits<std::int64_t>::max() - now
-             ? std::numeric_limits<std::int64_t>::max()
-             : now + d;
-}
+std::int64_t deadline_after(std::int64_t d) { return detail::deadline_after_ns(detail::now_ns(), d); }
 }  // namespace
 
 Chan<TimePoint> after(std::chrono::nanoseconds d) {

@@ -1,5 +1,6 @@
 // The epoll poller; design in epoll_poller.hpp.
 #include "epoll_poller.hpp"
+#include "weft/detail/fd_limit.hpp"
 
 #include <signal.h>
 #include <sys/epoll.h>
@@ -96,11 +97,7 @@ class EpollPoller final : public weft::detail::Poller {
 };
 
 void prepare_process() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
+  weft::detail::raise_fd_soft_limit();
   struct sigaction sa {};
   if (sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL) {
     signal(SIGPIPE, SIG_IGN);

@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "weft/detail/deadline.hpp"
 #include "weft/chan.hpp"
 #include "weft/detail/chan_core.hpp"
 
@@ -87,9 +88,7 @@ struct TimeoutCase {
     const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                  std::chrono::steady_clock::now().time_since_epoch())
                                  .count();
-    const std::int64_t max = std::numeric_limits<std::int64_t>::max();
-    // Saturating: a huge timeout means "practically never", not an overflow into the past.
-    c.deadline_ns = after.count() > max - now ? max : now + after.count();
+    c.deadline_ns = deadline_after_ns(now, after.count());  // saturating: huge means never
     return c;
   }
   void fire(const SelectCase&) { invoke_handler(handler); }

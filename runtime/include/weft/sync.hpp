@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "weft/detail/deadline.hpp"
 #include "weft/detail/spin_lock.hpp"
 #include "weft/detail/wait_list.hpp"
 
@@ -62,24 +63,16 @@ class CondVar {
   }
   template <class Rep, class Period>
   std::cv_status wait_for(std::unique_lock<Mutex>& lock, std::chrono::duration<Rep, Period> d) {
-    return wait_until(lock, deadline_after(d));
+    return wait_until(lock, detail::deadline_after(d));
   }
   template <class Rep, class Period, class Pred>
   bool wait_for(std::unique_lock<Mutex>& lock, std::chrono::duration<Rep, Period> d, Pred pred) {
-    return wait_until(lock, deadline_after(d), std::move(pred));
+    return wait_until(lock, detail::deadline_after(d), std::move(pred));
   }
   void notify_one();
   void notify_all();
 
  private:
-  template <class Rep, class Period>
-  static std::chrono::steady_clock::time_point deadline_after(
-      std::chrono::duration<Rep, Period> d) {
-    auto now = std::chrono::steady_clock::now();
-    auto room = std::chrono::steady_clock::time_point::max() - now;
-    if (d >= room) return std::chrono::steady_clock::time_point::max();
-    return now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(d);
-  }
   detail::SpinLock guard_;
   detail::WaitList waiters_;
 };

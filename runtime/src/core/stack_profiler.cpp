@@ -1,5 +1,5 @@
 // Stack profiling; design and method in stack_profiler.hpp.
-#include "stack_profiler.hpp"
+#include "core/stack_profiler.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>

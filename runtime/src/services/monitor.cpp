@@ -1,5 +1,5 @@
 // Monitor thread; design in monitor.hpp.
-#include "monitor.hpp"
+#include "services/monitor.hpp"
 
 #include <pthread.h>
 #include <signal.h>
@@ -10,10 +10,10 @@
 #include <iostream>
 #include <string>
 
-#include "own_threads.hpp"
-#include "registry.hpp"
-#include "scheduler.hpp"
-#include "thread_parker.hpp"
+#include "core/own_threads.hpp"
+#include "core/registry.hpp"
+#include "sched/scheduler.hpp"
+#include "core/thread_parker.hpp"
 
 namespace weft::detail {
 namespace {

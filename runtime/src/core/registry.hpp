@@ -10,7 +10,7 @@
 #include <ostream>
 #include <string>
 
-#include "fiber.hpp"
+#include "core/fiber.hpp"
 #include "weft/detail/spin_lock.hpp"
 
 namespace weft::detail {

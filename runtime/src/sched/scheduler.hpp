@@ -34,10 +34,8 @@
 #include <thread>
 #include <vector>
 
-#include "fiber.hpp"
-#include "run_queue.hpp"
-#include "spawn_deque.hpp"
-#include "stack_pool.hpp"
+#include "core/fiber.hpp"
+#include "sched/worker.hpp"
 #include "weft/detail/poller.hpp"
 #include "weft/runtime.hpp"
 
@@ -49,75 +47,6 @@ class Monitor;
 class TimerHeap;
 class Registry;
 class StackProfiler;
-
-// What the fiber that resumes next must do on behalf of the one that switched away.
-struct Pending {
-  enum Kind : std::uint8_t { kNone, kYield, kPark, kExit };
-  Kind kind = kNone;
-  Fiber* from = nullptr;  // null: switched away from the scheduler context
-  CommitFn commit = nullptr;
-  void* arg = nullptr;
-};
-
-struct alignas(64) Worker {
-  Runtime* rt = nullptr;
-  unsigned index = 0;
-
-  // Owner-thread state.
-  Fiber* current = nullptr;  // running fiber, null in the scheduler context
-  Pending pending;
-  fcontext_t sched_ctx = nullptr;
-  StackCache stacks;
-  std::uint32_t schedtick = 0;
-  std::uint32_t runnext_streak = 0;
-  std::uint32_t timer_tick = 0;
-  std::uint64_t rng = 0;
-  std::uint64_t next_id = 0, id_end = 0;  // batch of fiber ids handed to this worker
-  int* errno_addr = nullptr;              // this thread's errno (bind_thread_state)
-  void* eh_globals = nullptr;             // this thread's __cxa_eh_globals
-#if defined(__SANITIZE_ADDRESS__)
-  const void* thread_stack_bottom = nullptr;
-  std::size_t thread_stack_size = 0;
-  void* sched_fake_stack = nullptr;
-#endif
-#if defined(__SANITIZE_THREAD__)
-  void* tsan_sched_fiber = nullptr;
-#endif
-
-  // Queues.
-  RunQueue runq;         // runnable fibers that ran before (woken, yielded): FIFO
-  SpawnDeque spawned_q;  // spawned, never run: newest first for the owner, oldest for thieves
-  std::atomic<Fiber*> runnext{nullptr};  // owner; thieves take it only when `stuck`
-
-  // Counters: written by the owner only (relaxed), summed by stats() and the monitor.
-  std::atomic<std::uint64_t> switches{0};
-  std::atomic<std::uint64_t> steals{0};
-  std::atomic<std::uint64_t> parks{0};
-  std::atomic<std::uint64_t> spawned{0};
-  std::atomic<std::uint64_t> finished{0};
-  std::atomic<std::uint64_t> stacks_in_use{0};  // may go negative-then-positive across workers
-  std::atomic<std::uint64_t> timers_fired{0};
-
-  // Monitor view.
-  std::atomic<Fiber*> running{nullptr};      // the fiber it runs now (null when in the scheduler);
-                                             // the monitor compares it, never dereferences it
-  std::atomic<std::uint64_t> running_id{0};  // that fiber's id
-  std::atomic<bool> idle{false};             // in the idle path (sleeping, spinning or polling)
-  std::atomic<bool> stuck{false};            // the monitor saw one fiber hold it too long
-  std::uint64_t mon_seen_seq = 0;            // monitor thread only
-  std::int64_t mon_stuck_since = 0;          // monitor thread only
-  std::uint64_t mon_reported_seq = ~0ull;    // monitor thread only
-
-  // Sleeping.
-  std::atomic<std::uint32_t> wake_seq{0};  // futex word
-  bool asleep = false;                     // guarded by Runtime::idle_mu_: on the sleepers list
-  bool counted_spinning = false;           // idle_mu_: the waker that unlisted it counted it
-                                           // in nspinning_ (wake_all does not)
-  bool spinning = false;                   // owner: counted in Runtime::nspinning_
-  void* altstack = nullptr;                // owner: sigaltstack for the overflow handler
-
-  std::thread thread;
-};
 
 class Runtime {
  public:
@@ -138,10 +67,16 @@ class Runtime {
   Poller& poller() noexcept { return *poller_; }
   StackProfiler* profiler() noexcept { return profiler_.get(); }  // null unless profiling
 
-  // Makes a woken fiber runnable. `caller` is the calling thread's worker (null on a plain
-  // thread; the waker has already looked it up). From a worker of this runtime: its runnext
-  // slot; else the global queue.
-  void submit_ready(Fiber* f, Worker* caller) noexcept;
+  // The one wake path: every wake of a parked fiber -- Waker::wake (channels, sync, timers,
+  // close, deadlines), the poller's batch, a called-off park -- ends here. Claims `f` with the
+  // Parked->Runnable CAS (false, and nothing done, if another party won it) and queues it.
+  // `caller` is the calling thread's worker (null on a plain thread; the waker has already
+  // looked it up). kRunNext: into the caller's runnext slot (the woken fiber runs next, Go's
+  // runnext), or the global queue from a plain thread; wakes an idle worker if work was pushed
+  // out where others can take it. kQueueTail: to the tail of the caller's own run queue, no
+  // idle-worker wake (batch callers wake one for the batch); needs a worker of this runtime.
+  enum ReadyPlace { kRunNext, kQueueTail };
+  bool ready(Fiber* f, Worker* caller, ReadyPlace place) noexcept;
   // Makes a new fiber runnable. Returns true if the caller (a spawning fiber) should yield
   // because its worker is flooded with unstarted fibers.
   bool submit_spawned(Fiber* f) noexcept;
@@ -153,13 +88,17 @@ class Runtime {
   // A new earliest timer: make sure some idle worker recomputes its sleep.
   void timers_changed() noexcept;
 
-  // Picks the next fiber to run on `w` without blocking (runnext, local, global); null if none.
-  Fiber* pick_local(Worker& w) noexcept;
+  // Picks the next fiber to run on `w` without blocking: runnext, the spawned deque and the run
+  // queue, and the global queue (first on every 61st pick, and when the local ones are empty);
+  // null if none.
+  Fiber* pick_next(Worker& w) noexcept;
 
   std::uint64_t alloc_id(Worker* w) noexcept;
-  // Every few dozen scheduling rounds, fires due timers (busy workers keep time this way).
-  // Only where the worker holds no lock: after a switch's pending action ran.
-  void maybe_run_timers(Worker& w, bool every_time = false) noexcept;
+  // Every few dozen scheduling rounds (or now, with every_time): fires due timers, and collects
+  // I/O readiness if fibers wait on the poller and nobody polled for 200 us -- busy workers keep
+  // time and see I/O this way. Only where the worker holds no lock: after a switch's pending
+  // action ran, or from a yield.
+  void maybe_run_timers_and_poll(Worker& w, bool every_time = false) noexcept;
 
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
   bool unwinding() const noexcept { return unwinding_; }
@@ -188,7 +127,9 @@ class Runtime {
   bool queues_empty() noexcept;
   void run_due_timers(Worker& w) noexcept;
   void place_ready(Worker& w, FiberList& list) noexcept;
-  bool sleep(Worker& w);  // returns after a wake; false if it found work on re-check
+  // Blocks in the poller (if the seat is free: it then keeps time for the timers) or on the
+  // worker's futex. Returns after a wake or a poll; false if it found work on re-check.
+  bool poll_or_sleep(Worker& w);
   void shutdown_unwind(Worker& w);
   void stop_spinning(Worker& w) noexcept;
   void release_poller_seat() noexcept;
@@ -232,24 +173,8 @@ extern std::atomic<int> g_outside_wakers;
 Worker* current_worker() noexcept;
 Fiber* current_fiber() noexcept;
 
-// Context switching (context_switch.cpp). `w.pending` must be set. next == null: switch to w's
-// scheduler context. Returns in the resumed context (maybe on another thread) after running the
-// pending action recorded by whoever switched to us.
-void switch_to(Worker& w, Fiber* next);
-// Called by the scheduler context to start or resume `f`.
-void resume_from_scheduler(Worker& w, Fiber* f);
-// Prepares a never-run fiber: takes a stack and builds its initial context.
-void prepare_first_run(Worker& w, Fiber* f);
-void after_switch(void* from_ctx);
-// Caches the calling thread's errno and exception-globals addresses in `w` (its own thread).
-void bind_thread_state(Worker& w) noexcept;
-// Never returns, but deliberately not [[noreturn]]: ASan instruments calls to noreturn functions
-// with __asan_handle_no_return, which misreads a fiber stack (seen at -O0).
-void exit_current_fiber(Worker& w);
-
-// Fiber lifecycle helpers (fiber.cpp).
-void fiber_finished_bookkeeping(Worker& w, Fiber* f);  // join wake-up, registry, main-fiber end
-void fiber_free(Fiber* f) noexcept;
-void fiber_drop_unstarted(Fiber* f) noexcept;  // shutdown: never-started fiber
+// The runtime running now, or null (see current_runtime) -- or throws std::logic_error naming
+// `what` and saying to call it under weft::run().
+Runtime& runtime_or_throw(const char* what);
 
 }  // namespace weft::detail

@@ -1,5 +1,5 @@
 // Plain-thread parking and futex helpers; design in thread_parker.hpp.
-#include "thread_parker.hpp"
+#include "core/thread_parker.hpp"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -12,7 +12,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "fiber.hpp"
+#include "core/fiber.hpp"
 
 namespace weft::detail {
 

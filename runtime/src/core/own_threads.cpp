@@ -1,5 +1,5 @@
 // Registry of weft's own threads; see own_threads.hpp.
-#include "own_threads.hpp"
+#include "core/own_threads.hpp"
 
 #include <dirent.h>
 #include <unistd.h>

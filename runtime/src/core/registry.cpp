@@ -1,5 +1,5 @@
 // Fiber registry and the fiber dump; design in registry.hpp.
-#include "registry.hpp"
+#include "core/registry.hpp"
 
 #include <mutex>
 #include <vector>

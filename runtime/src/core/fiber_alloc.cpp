@@ -1,5 +1,5 @@
 // Fiber header allocator; design in fiber_alloc.hpp.
-#include "fiber_alloc.hpp"
+#include "core/fiber_alloc.hpp"
 
 #include <mutex>
 #include <new>

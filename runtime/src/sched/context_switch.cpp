@@ -8,9 +8,11 @@
 #include <boost/context/detail/fcontext.hpp>
 #include <cerrno>
 
-#include "registry.hpp"
-#include "scheduler.hpp"
-#include "stack_profiler.hpp"
+#include "core/registry.hpp"
+#include "sched/context_switch.hpp"
+#include "sched/fiber_lifecycle.hpp"
+#include "sched/scheduler.hpp"
+#include "core/stack_profiler.hpp"
 #include "weft/detail/assert.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -140,7 +142,7 @@ void switch_to(Worker& w, Fiber* next) {
     WEFT_ASSERT(next->state.load(std::memory_order_relaxed) != FiberState::kDone,
                 "resuming a finished fiber");
     if (!next->ctx.load(std::memory_order_relaxed)) prepare_first_run(w, next);
-    next->state.store(FiberState::kRunning, std::memory_order_relaxed);
+    fiber_set_state(next, FiberState::kRunning);
     target = next->ctx.load(std::memory_order_relaxed);
     w.switches.store(w.switches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   } else {
@@ -178,20 +180,13 @@ void after_switch(void* from_ctx) {
     case Pending::kNone:
       break;
     case Pending::kYield:
-      WEFT_ASSERT(p.from->state.load(std::memory_order_relaxed) == FiberState::kRunning,
-                  "yielding fiber is not running");
-      p.from->state.store(FiberState::kRunnable, std::memory_order_relaxed);
+      fiber_set_state(p.from, FiberState::kRunnable);
       w.rt->push_local(w, p.from);
       break;
     case Pending::kPark:
-      p.from->state.store(FiberState::kParked, std::memory_order_release);
-      if (!p.commit(p.arg)) {
-        // The park was called off: nobody else knows the fiber, so it is ours to requeue.
-        FiberState expected = FiberState::kParked;
-        if (p.from->state.compare_exchange_strong(expected, FiberState::kRunnable)) {
-          w.rt->push_local(w, p.from);
-        }
-      }
+      fiber_set_state(p.from, FiberState::kParked, std::memory_order_release);
+      // The park was called off: nobody else knows the fiber, so it is ours to requeue.
+      if (!p.commit(p.arg)) w.rt->ready(p.from, &w, Runtime::kQueueTail);
       break;
     case Pending::kExit: {
       Fiber* f = p.from;
@@ -210,7 +205,7 @@ void after_switch(void* from_ctx) {
     }
   }
   restore_thread_state(w, w.current);
-  if (w.current) w.rt->maybe_run_timers(w);
+  if (w.current) w.rt->maybe_run_timers_and_poll(w);
 }
 
 void exit_current_fiber(Worker& w) {
@@ -218,7 +213,7 @@ void exit_current_fiber(Worker& w) {
   fiber_finished_bookkeeping(w, self);
   Worker& w2 = *current_worker();
   w2.pending = Pending{Pending::kExit, self, nullptr, nullptr};
-  switch_to(w2, w2.rt->pick_local(w2));
+  switch_to(w2, w2.rt->pick_next(w2));
   __builtin_unreachable();
 }
 

@@ -5,8 +5,9 @@
 //    this fiber in or out (the fiber is Running there, or being parked by it).
 //  - `next`: whoever holds the fiber in a queue (run queue ring slots do not use it; the global
 //    queue and ready lists do). A fiber is in at most one queue.
-//  - `state`: atomic; transitions below. ready() wins a parked fiber with a CAS, so a shutdown
-//    unwind and a racing wake cannot both resume it.
+//  - `state`: atomic; transitions below, made only by fiber_set_state/fiber_claim_parked. A
+//    parked fiber is won with a CAS (fiber_claim_parked), so a shutdown unwind and a racing wake
+//    cannot both resume it.
 //  - `reg_prev/reg_next`, `name`: the registry shard lock (registry.cpp).
 //  - `join_word`: atomic handshake between the finishing fiber and one joiner (fiber.cpp).
 //  - `refs`: 1 for the running fiber + 1 for a Task handle; the last release frees the memory.
@@ -19,6 +20,7 @@
 #include <cstdint>
 #include <string>
 
+#include "weft/detail/assert.hpp"
 #include "weft/detail/fiber_api.hpp"
 #include "weft/detail/park.hpp"
 
@@ -31,6 +33,10 @@ using boost::context::detail::fcontext_t;
 //                                                 \--finish--> Done
 enum class FiberState : std::uint8_t { kCreated, kRunnable, kRunning, kParked, kDone };
 const char* fiber_state_name(FiberState s) noexcept;
+
+struct Fiber;
+// Runs the closure's release hook and frees the record (the last reference is gone).
+void fiber_free(Fiber* f) noexcept;
 
 struct Fiber {
   // Atomics only so that dumps may read them while the fiber runs; every access is relaxed.
@@ -66,5 +72,42 @@ struct Fiber {
   std::uint32_t storage_offset = 0;  // closure storage starts here, aligned for the closure
   std::uint32_t alloc_align = 0;     // operator new's alignment; 0: from FiberAlloc
 };
+
+// Every change of Fiber::state goes through one of these two functions (marl's
+// changeFiberState), so debug builds check each transition against the diagram above.
+//
+// fiber_set_state: the caller owns the fiber at this moment (it runs it, is switching it in or
+// out, or has just made it or won it with fiber_claim_parked). Legal: Created->Runnable (start),
+// Runnable->Running (switch in), Running->Runnable (yield), Running->Parked (park), Running->Done
+// (finish), Runnable->Done (shutdown drops a fiber that never ran).
+inline bool fiber_transition_is_legal(FiberState from, FiberState to) noexcept {
+  switch (to) {
+    case FiberState::kRunnable:
+      return from == FiberState::kCreated || from == FiberState::kRunning;
+    case FiberState::kRunning:
+      return from == FiberState::kRunnable;
+    case FiberState::kParked:
+      return from == FiberState::kRunning;
+    case FiberState::kDone:
+      return from == FiberState::kRunning || from == FiberState::kRunnable;
+    case FiberState::kCreated:
+      return false;
+  }
+  return false;
+}
+inline void fiber_set_state(Fiber* f, FiberState to,
+                            std::memory_order order = std::memory_order_relaxed) noexcept {
+  WEFT_ASSERT(fiber_transition_is_legal(f->state.load(std::memory_order_relaxed), to),
+              "illegal fiber state transition");
+  f->state.store(to, order);
+}
+// fiber_claim_parked: Parked->Runnable for a party racing others for a parked fiber (a waker,
+// the poller's batch, a called-off park, shutdown). Exactly one caller gets true and then owns
+// the fiber; the others must leave it alone.
+inline bool fiber_claim_parked(Fiber* f) noexcept {
+  FiberState expected = FiberState::kParked;
+  return f->state.compare_exchange_strong(expected, FiberState::kRunnable,
+                                          std::memory_order_acq_rel);
+}
 
 }  // namespace weft::detail

@@ -1,7 +1,7 @@
 // Stack overflow handler; design in overflow_guard.hpp. Everything in the handler is
 // async-signal-safe: no allocation, no locks, no stdio; it formats into a local buffer and
 // write()s.
-#include "overflow_guard.hpp"
+#include "services/overflow_guard.hpp"
 
 #include <signal.h>
 #include <sys/mman.h>
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "scheduler.hpp"
+#include "sched/scheduler.hpp"
 
 namespace weft::detail {
 namespace {

@@ -1,11 +1,12 @@
 // blocking() pool; design in blocking_pool.hpp.
-#include "blocking_pool.hpp"
+#include "sched/blocking_pool.hpp"
 
 #include <pthread.h>
 
 #include <chrono>
 
-#include "own_threads.hpp"
+#include "core/own_threads.hpp"
+#include "sched/scheduler.hpp"
 
 namespace weft::detail {
 namespace {
@@ -69,6 +70,24 @@ void BlockingPool::thread_main() {
   --alive_;
   threads_alive_.fetch_sub(1, std::memory_order_relaxed);
   exited_cv_.notify_all();
+}
+
+void run_blocking(void (*job)(void*), void* arg) {
+  Runtime& rt = runtime_or_throw("weft::blocking");
+  BlockingPool::Job j{job, arg, Waker::current()};
+  struct Ctx {
+    BlockingPool* pool;
+    BlockingPool::Job* job;
+  } ctx{&rt.blocking(), &j};
+  // The job owns the fiber's frame until it wakes it, so shutdown waits for it instead of
+  // unwinding (see Runtime::shutdown_unwind); park() never throws here for that reason.
+  park(
+      [](void* a) {
+        auto* c = static_cast<Ctx*>(a);
+        c->pool->submit(c->job);
+        return true;
+      },
+      &ctx, WaitReason::kBlocking);
 }
 
 }  // namespace weft::detail

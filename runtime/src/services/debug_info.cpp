@@ -1,11 +1,11 @@
 // The weft_debug_info descriptor (design in debug_info.hpp) and its attach/detach.
-#include "debug_info.hpp"
+#include "services/debug_info.hpp"
 
 #include <cstddef>
 #include <mutex>
 
-#include "fiber.hpp"
-#include "registry.hpp"
+#include "core/fiber.hpp"
+#include "core/registry.hpp"
 
 namespace weft::detail {
 

@@ -1,5 +1,7 @@
 // Timer heap; design in timers.hpp.
-#include "timers.hpp"
+#include "sched/timers.hpp"
+
+#include "sched/scheduler.hpp"
 
 #include <sched.h>
 
@@ -105,6 +107,16 @@ void TimerHeap::remove_at(std::size_t i) noexcept {
     sift_down(i);
     sift_up(static_cast<std::size_t>(last->heap_index));
   }
+}
+
+void timer_add(Timer* t) {
+  Runtime& rt = runtime_or_throw("a weft timer");
+  if (rt.timers().add(t)) rt.timers_changed();
+}
+
+bool timer_cancel(Timer* t) noexcept {
+  Runtime* rt = current_runtime();
+  return rt ? rt->timers().cancel(t) : false;
 }
 
 }  // namespace weft::detail

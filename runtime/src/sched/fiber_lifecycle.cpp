@@ -1,0 +1,126 @@
+// A fiber's life as the scheduler sees it: creation (id from the worker's batch), start (into
+// the spawner's deque, yielding when the worker is flooded), finish (registry, join hand-off,
+// the main fiber's end starts shutdown), shutdown's drop of never-started fibers, join, and the
+// fatal end of a go() fiber by an uncaught exception.
+//
+// Join protocol: join_word is 0 while the fiber runs, kJoinDone once it finished, or the address
+// of the one joiner's WaitNode; the finisher exchanges in kJoinDone and wakes whatever joiner it
+// displaced, the joiner's park commit CASes 0 -> its node (failing if the fiber finished first).
+#include <cstdio>
+#include <cstdlib>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "core/fiber.hpp"
+#include "core/fiber_alloc.hpp"
+#include "sched/fiber_lifecycle.hpp"
+#include "core/registry.hpp"
+#include "sched/scheduler.hpp"
+#include "weft/runtime.hpp"
+
+namespace weft::detail {
+namespace {
+
+constexpr std::uintptr_t kJoinDone = 1;
+
+}  // namespace
+
+Fiber* fiber_create(const ClosureOps* ops, std::size_t closure_size, std::size_t closure_align,
+                    void** storage) {
+  Runtime& rt = runtime_or_throw("weft::go/weft::spawn");
+  const std::size_t align = closure_align > alignof(Fiber) ? closure_align : alignof(Fiber);
+  const std::size_t offset = (sizeof(Fiber) + closure_align - 1) / closure_align * closure_align;
+  const bool pooled = FiberAlloc::fits(offset + closure_size, align);
+  void* mem = pooled ? FiberAlloc::allocate()
+                     : ::operator new(offset + closure_size, std::align_val_t(align));
+  Fiber* f = ::new (mem) Fiber();
+  f->ops = ops;
+  f->storage_offset = static_cast<std::uint32_t>(offset);
+  f->alloc_align = pooled ? 0 : static_cast<std::uint32_t>(align);
+  f->id = rt.alloc_id(current_worker());
+  *storage = f->storage();
+  return f;
+}
+
+void fiber_start(Fiber* f, bool joinable) {
+  Runtime& rt = runtime_or_throw("weft::go/weft::spawn");
+  if (joinable) f->refs.store(2, std::memory_order_relaxed);
+  rt.registry().add(f);
+  Worker* w = current_worker();
+  if (w) {
+    w->spawned.store(w->spawned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  } else {
+    rt.foreign_spawned.fetch_add(1, std::memory_order_relaxed);
+  }
+  fiber_set_state(f, FiberState::kRunnable);
+  // A flooded worker makes the spawner yield, so the fibers it made run before it makes more.
+  if (rt.submit_spawned(f) && w->current && !rt.unwinding()) this_fiber::yield();
+}
+
+void fiber_finished_bookkeeping(Worker& w, Fiber* f) {
+  w.rt->registry().remove(f);
+  w.finished.store(w.finished.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  fiber_set_state(f, FiberState::kDone, std::memory_order_release);
+  const std::uintptr_t old = f->join_word.exchange(kJoinDone, std::memory_order_acq_rel);
+  if (old > kJoinDone) reinterpret_cast<WaitNode*>(old)->waker.wake();
+  if (f->is_main) w.rt->main_finished();
+}
+
+void fiber_drop_unstarted(Fiber* f) noexcept {
+  f->ops->drop(f->storage());
+  f->unwound = true;
+  fiber_finished_bookkeeping(*current_worker(), f);
+  fiber_release(f);
+}
+
+bool fiber_join(Fiber* f) {
+  if (f->join_word.load(std::memory_order_acquire) != kJoinDone) {
+    WaitNode node;
+    node.waker = Waker::current();
+    struct Ctx {
+      Fiber* f;
+      WaitNode* node;
+    } ctx{f, &node};
+    try {
+      park(
+          [](void* a) {
+            auto* c = static_cast<Ctx*>(a);
+            std::uintptr_t expected = 0;
+            return c->f->join_word.compare_exchange_strong(
+                expected, reinterpret_cast<std::uintptr_t>(c->node), std::memory_order_acq_rel);
+          },
+          &ctx, WaitReason::kJoin, static_cast<std::int64_t>(f->id));
+    } catch (const FiberUnwind&) {
+      std::uintptr_t mine = reinterpret_cast<std::uintptr_t>(&node);
+      f->join_word.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
+      throw;
+    }
+  }
+  if (f->unwound) {
+    // The joined fiber was unwound at shutdown. A joining fiber is being shut down too: unwind
+    // it as well rather than hand it an error it would have to handle (it might be a go() fiber,
+    // for which any escaping exception is fatal).
+    Runtime* rt = current_runtime();
+    if (rt && rt->unwinding() && in_fiber() && std::uncaught_exceptions() == 0) {
+      throw FiberUnwind{};
+    }
+    return false;
+  }
+  return true;
+}
+
+[[noreturn]] void die_uncaught_exception(const char* what) noexcept {
+  Fiber* f = current_fiber();
+  std::string name;
+  if (f && current_runtime()) name = current_runtime()->registry().name_of(f);
+  std::fprintf(stderr,
+               "weft: fiber %llu \"%s\" ended by an uncaught exception: %s\n"
+               "weft: an exception escaping a go() fiber is fatal (like a Go panic); catch it in "
+               "the fiber, or use weft::spawn() and Task::join() to receive it\n",
+               f ? static_cast<unsigned long long>(f->id) : 0ull, name.c_str(), what);
+  std::fflush(stderr);
+  std::abort();
+}
+
+}  // namespace weft::detail

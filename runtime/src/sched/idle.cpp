@@ -1,0 +1,230 @@
+// The idle path and the poller seat: what a worker does when it has nothing to run, how it is
+// woken, and how timers and I/O readiness get collected while every worker is busy. Design and
+// the no-lost-wakeup argument in scheduler.hpp.
+#include <algorithm>
+
+#include "core/thread_parker.hpp"
+#include "sched/scheduler.hpp"
+#include "sched/timers.hpp"
+#include "sched/tuning.hpp"
+
+namespace weft::detail {
+
+void Runtime::maybe_run_timers_and_poll(Worker& w, bool every_time) noexcept {
+  if (!every_time && ++w.timer_tick % kTimerCheckInterval != 0) return;
+  const std::int64_t now = now_ns();
+  if (timers_->earliest() <= now) run_due_timers(w);
+  // While every worker is busy nobody sits in the poller, so I/O readiness would wait for the
+  // next idle moment; a busy worker collects it when nobody has polled for a while (Go's sysmon
+  // netpoll). Only with fibers parked on the poller, and never concurrently with the poller seat.
+  if (poller_->waiters() > 0 &&
+      now - last_poll_ns_.load(std::memory_order_relaxed) > kBusyPollIntervalNs &&
+      !polling_.exchange(true, std::memory_order_acq_rel)) {
+    last_poll_ns_.store(now, std::memory_order_relaxed);
+    FiberList ready;
+    poller_->poll(0, ready);
+    release_poller_seat();
+    if (!ready.empty()) place_ready(w, ready);
+  }
+}
+
+void Runtime::run_due_timers(Worker& w) noexcept {
+  const std::uint64_t n = timers_->run_due(now_ns(), w.index);
+  if (n) w.timers_fired.fetch_add(n, std::memory_order_relaxed);
+}
+
+void Runtime::place_ready(Worker& w, FiberList& list) noexcept {
+  // Pollers hand back fibers they woke; they are Parked until ready() takes them here. In poll
+  // order to the tail of the run queue, then one idle worker is woken for the batch.
+  while (Fiber* f = list.pop()) ready(f, &w, kQueueTail);
+  wake_idle_worker();
+}
+void Runtime::wake_idle_worker() noexcept {
+  // A seq_cst read-modify-write orders our queue push before the reads of nspinning_ and
+  // nsleeping_ (a full fence on x86, and visible to TSan, unlike atomic_thread_fence).
+  if (nspinning_.fetch_add(0, std::memory_order_seq_cst) != 0) return;
+  if (nsleeping_.load(std::memory_order_relaxed) == 0) {
+    if (polling_.load(std::memory_order_relaxed) &&
+        !poller_woken_.exchange(true, std::memory_order_acq_rel)) {
+      poller_->wakeup();
+    }
+    return;
+  }
+  int zero = 0;
+  // The woken worker starts out spinning; counting it now stops a burst of submits from waking
+  // every sleeper for one piece of work (Go's wakep).
+  if (!nspinning_.compare_exchange_strong(zero, 1, std::memory_order_acq_rel)) return;
+  Worker* target = nullptr;
+  {
+    std::lock_guard lock(idle_mu_);
+    if (!sleepers_.empty()) {
+      target = sleepers_.back();
+      sleepers_.pop_back();
+      target->asleep = false;
+      target->counted_spinning = true;
+      nsleeping_.fetch_sub(1, std::memory_order_seq_cst);
+    }
+  }
+  if (!target) {
+    nspinning_.fetch_sub(1, std::memory_order_acq_rel);
+    return;
+  }
+  target->wake_seq.fetch_add(1, std::memory_order_release);
+  futex_wake(&target->wake_seq, 1);
+}
+
+void Runtime::wake_all() noexcept {
+  std::vector<Worker*> all;
+  {
+    std::lock_guard lock(idle_mu_);
+    for (Worker* w : sleepers_) w->asleep = false;
+    all.swap(sleepers_);
+    nsleeping_.store(0, std::memory_order_seq_cst);
+  }
+  for (Worker* w : all) {
+    w->wake_seq.fetch_add(1, std::memory_order_release);
+    futex_wake(&w->wake_seq, 1);
+  }
+  poller_->wakeup();
+}
+
+void Runtime::release_poller_seat() noexcept {
+  // A wakeup aimed at this poll (poller_woken_) must not outlive it: left set, it would make
+  // every later wakeup of the next blocking poll look "already on its way", so a timer armed
+  // during that poll would never shorten its (possibly infinite) timeout. A wakeup still
+  // pending in the poller just makes the next poll return at once.
+  poller_woken_.store(false, std::memory_order_release);
+  polling_.store(false, std::memory_order_release);
+}
+
+void Runtime::timers_changed() noexcept {
+  // seq_cst: see Runtime::poll_or_sleep (the heap published the new earliest deadline with seq_cst).
+  if (polling_.load(std::memory_order_seq_cst) &&
+      !poller_woken_.exchange(true, std::memory_order_acq_rel)) {
+    poller_->wakeup();
+  }
+}
+
+void Runtime::stop_spinning(Worker& w) noexcept {
+  if (!w.spinning) return;
+  w.spinning = false;
+  // The last spinner found work: there may be more, so let another worker look (Go's
+  // resetspinning).
+  if (nspinning_.fetch_sub(1, std::memory_order_acq_rel) == 1) wake_idle_worker();
+}
+
+bool Runtime::poll_or_sleep(Worker& w) {
+  // Try to be the one worker that blocks in the poller (and so keeps time for the timers).
+  if (!polling_.exchange(true, std::memory_order_seq_cst)) {
+    if (!queues_empty() || stopping()) {
+      release_poller_seat();
+      return false;
+    }
+    // seq_cst, paired with timers_changed(): either this read sees a timer armed concurrently,
+    // or its timers_changed() sees polling_ and wakes us (a store-buffer race otherwise).
+    const std::int64_t next = timers_->earliest_seq_cst();
+    std::int64_t timeout = -1;
+    if (next != TimerHeap::kNever) {
+      timeout = next - now_ns();
+      if (timeout < 0) timeout = 0;
+    }
+    FiberList ready;
+    poller_->poll(timeout, ready);
+    last_poll_ns_.store(now_ns(), std::memory_order_relaxed);
+    release_poller_seat();
+    run_due_timers(w);
+    if (!ready.empty()) place_ready(w, ready);
+    return true;
+  }
+  {
+    std::lock_guard lock(idle_mu_);
+    sleepers_.push_back(&w);
+    w.asleep = true;
+    w.counted_spinning = false;
+    nsleeping_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  if (!queues_empty() || stopping() || !polling_.load(std::memory_order_seq_cst)) {
+    // Work arrived, or the poller seat became free (someone must keep time): don't sleep.
+    std::lock_guard lock(idle_mu_);
+    if (w.asleep) {
+      w.asleep = false;
+      std::erase(sleepers_, &w);
+      nsleeping_.fetch_sub(1, std::memory_order_seq_cst);
+      return false;
+    }
+    w.spinning = w.counted_spinning;  // a waker took us off the list (and maybe counted us)
+    return true;
+  }
+  for (;;) {
+    std::uint32_t seq;
+    {
+      // Only the waker that takes us off the list counts: a late increment of wake_seq from an
+      // earlier wake-up must not end this sleep. We read the sequence under the lock while still
+      // listed, so the wake that unlists us bumps it after this read and the futex returns.
+      std::lock_guard lock(idle_mu_);
+      if (!w.asleep) {
+        w.spinning = w.counted_spinning;
+        return true;
+      }
+      seq = w.wake_seq.load(std::memory_order_acquire);
+    }
+    futex_wait(&w.wake_seq, seq);
+  }
+}
+
+Fiber* Runtime::find_runnable(Worker& w) {
+  w.idle.store(true, std::memory_order_relaxed);
+  for (;;) {
+    if (stopping()) break;
+    if (Fiber* f = pick_next(w)) {
+      w.idle.store(false, std::memory_order_relaxed);
+      return f;
+    }
+    if (timers_->earliest() <= now_ns()) {
+      run_due_timers(w);
+      continue;
+    }
+    if (poller_->waiters() > 0 && !polling_.exchange(true, std::memory_order_acq_rel)) {
+      FiberList ready;
+      poller_->poll(0, ready);
+      last_poll_ns_.store(now_ns(), std::memory_order_relaxed);
+      release_poller_seat();
+      if (!ready.empty()) {
+        place_ready(w, ready);
+        continue;
+      }
+    }
+    // Spin-steal, but keep at most half of the busy workers spinning (Go's rule).
+    if (!w.spinning) {
+      const int spinning = nspinning_.load(std::memory_order_relaxed);
+      const int busy = static_cast<int>(nworkers()) - nsleeping_.load(std::memory_order_relaxed);
+      if (2 * spinning < busy) {
+        nspinning_.fetch_add(1, std::memory_order_acq_rel);
+        w.spinning = true;
+      }
+    }
+    if (w.spinning) {
+      for (int round = 0; round < kStealRounds; ++round) {
+        if (Fiber* f = steal(w)) {
+          stop_spinning(w);
+          w.idle.store(false, std::memory_order_relaxed);
+          return f;
+        }
+      }
+      w.spinning = false;
+      nspinning_.fetch_sub(1, std::memory_order_acq_rel);
+      // Re-check after un-counting ourselves: a submitter that saw us spinning did not wake
+      // anyone, so the work it made is ours to find.
+      if (!queues_empty()) continue;
+    }
+    poll_or_sleep(w);
+  }
+  if (w.spinning) {
+    w.spinning = false;
+    nspinning_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  w.idle.store(false, std::memory_order_relaxed);
+  return nullptr;
+}
+
+}  // namespace weft::detail

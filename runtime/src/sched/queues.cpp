@@ -1,0 +1,166 @@
+// The run queues: where a runnable fiber waits and how a worker picks the next one. Design in
+// scheduler.hpp. Per worker: runnext (the fiber a wake made runnable, run next for warm caches,
+// Go's runnext), the RunQueue ring of woken/yielded fibers (FIFO, stealable), and the SpawnDeque
+// of never-run fibers (newest first for the owner, oldest first for thieves). One global MPMC
+// queue takes work from plain threads and a full ring's overflow; every worker reads it every
+// kGlobalCheckInterval picks so nothing there starves.
+#include <cstdio>
+#include <cstdlib>
+
+#include "sched/scheduler.hpp"
+#include "sched/tuning.hpp"
+#include "weft/detail/assert.hpp"
+#include "weft/detail/fast_rand.hpp"
+
+namespace weft::detail {
+
+void Runtime::push_global(Fiber* f) noexcept {
+  gq_size_.fetch_add(1, std::memory_order_relaxed);
+  if (!gq_.push(f)) {
+    std::fprintf(stderr, "weft: out of memory growing the global run queue\n");
+    std::abort();
+  }
+}
+
+void Runtime::push_local(Worker& w, Fiber* f) noexcept {
+  WEFT_ASSERT(current_worker() == &w, "push_local from a thread that does not own the queue");
+  while (!w.runq.push(f)) {
+    Fiber* batch[RunQueue::kCapacity / 2 + 1];
+    const std::uint32_t n = w.runq.take_half(batch);
+    for (std::uint32_t i = 0; i < n; ++i) push_global(batch[i]);
+  }
+}
+
+bool Runtime::ready(Fiber* f, Worker* w, ReadyPlace place) noexcept {
+  if (!fiber_claim_parked(f)) return false;
+  if (place == kQueueTail) {
+    WEFT_ASSERT(w && w->rt == this, "ready(kQueueTail) needs the caller's own worker");
+    push_local(*w, f);
+    return true;
+  }
+  if (w && w->rt == this) {
+    // runnext: the woken fiber runs next on this worker (warm caches, Go's runnext). It is not
+    // stealable, so only a fiber it pushes out into the queue needs another worker.
+    if (Fiber* old = w->runnext.exchange(f, std::memory_order_acq_rel)) {
+      push_local(*w, old);
+      wake_idle_worker();
+    }
+    return true;
+  }
+  push_global(f);
+  wake_idle_worker();
+  return true;
+}
+
+bool Runtime::submit_spawned(Fiber* f) noexcept {
+  Worker* w = current_worker();
+  if (w && w->rt == this) {
+    if (w->spawned_q.push(f)) {
+      wake_idle_worker();
+      return false;
+    }
+    push_global(f);
+    wake_idle_worker();
+    return true;
+  }
+  push_global(f);
+  wake_idle_worker();
+  return false;
+}
+
+Fiber* Runtime::pop_global(Worker& w) noexcept {
+  Fiber* f = nullptr;
+  if (gq_size_.load(std::memory_order_relaxed) <= 0 || !gq_.pop(f)) return nullptr;
+  gq_size_.fetch_sub(1, std::memory_order_relaxed);
+  // Take a fair share into the local queue, as Go's globrunqget does.
+  std::int64_t share =
+      gq_size_.load(std::memory_order_relaxed) / static_cast<std::int64_t>(nworkers());
+  if (share > RunQueue::kCapacity / 2) share = RunQueue::kCapacity / 2;
+  for (std::int64_t i = 0; i < share; ++i) {
+    Fiber* g = nullptr;
+    if (!gq_.pop(g)) break;
+    gq_size_.fetch_sub(1, std::memory_order_relaxed);
+    push_local(w, g);
+  }
+  return f;
+}
+
+Fiber* Runtime::pick_next(Worker& w) noexcept {
+  if (unwinding_ || stopping_.load(std::memory_order_relaxed)) return nullptr;
+  // No timers here: park() calls this while its fiber still holds the lock that its commit
+  // releases, and a timer callback may need that very lock. Busy workers fire timers in
+  // after_switch (maybe_run_timers_and_poll), where no lock is held.
+  const std::uint32_t tick = ++w.schedtick;
+  if (tick % kGlobalCheckInterval == 0) {
+    if (Fiber* f = pop_global(w)) return f;
+  }
+  if (w.runnext_streak < kRunnextStreakMax || w.runq.empty()) {
+    if (w.runnext.load(std::memory_order_relaxed)) {
+      if (Fiber* f = w.runnext.exchange(nullptr, std::memory_order_acq_rel)) {
+        ++w.runnext_streak;
+        return f;
+      }
+    }
+  }
+  w.runnext_streak = 0;
+  // Unstarted fibers first (depth-first through fork-join trees), but every few rounds the
+  // woken ones first, so a spawning tree cannot starve them.
+  if (tick % kRunQueueFirstInterval == 0) {
+    if (Fiber* f = pop_runq(w)) return f;
+  }
+  if (Fiber* f = w.spawned_q.take()) return f;
+  if (Fiber* f = pop_runq(w)) return f;
+  return pop_global(w);
+}
+
+bool Runtime::queues_empty() noexcept {
+  if (gq_size_.load(std::memory_order_seq_cst) > 0) return false;
+  for (auto& w : workers_) {
+    if (!w->runq.empty() || !w->spawned_q.empty() || w->runnext.load(std::memory_order_seq_cst))
+      return false;
+  }
+  return true;
+}
+
+Fiber* Runtime::steal(Worker& w) noexcept {
+  const unsigned n = nworkers();
+  if (n < 2) return nullptr;
+  const unsigned start = static_cast<unsigned>(xorshift64(w.rng) % n);
+  for (unsigned i = 0; i < n; ++i) {
+    Worker& victim = *workers_[(start + i) % n];
+    if (&victim == &w) continue;
+    if (Fiber* f = victim.spawned_q.steal()) {
+      w.steals.fetch_add(1, std::memory_order_relaxed);
+      return f;
+    }
+    if (Fiber* f = victim.runq.steal_into(w.runq)) {
+      w.steals.fetch_add(1, std::memory_order_relaxed);
+      return f;
+    }
+    // runnext belongs to its worker, except when the monitor saw that worker stuck in a fiber.
+    if (victim.stuck.load(std::memory_order_relaxed) &&
+        victim.runnext.load(std::memory_order_relaxed)) {
+      if (Fiber* f = victim.runnext.exchange(nullptr, std::memory_order_acq_rel)) {
+        w.steals.fetch_add(1, std::memory_order_relaxed);
+        return f;
+      }
+    }
+  }
+  return nullptr;
+}
+
+std::uint32_t fast_rand(std::uint32_t bound) noexcept {
+  Worker* w = current_worker();
+  std::uint64_t r;
+  if (w) {
+    r = xorshift64(w->rng);
+  } else {
+    // A plain thread's own generator; read only within this call, never across a switch.
+    static thread_local std::uint64_t state = 0;
+    if (state == 0) state = reinterpret_cast<std::uintptr_t>(&state) * 0x9E3779B97F4A7C15ull | 1;
+    r = xorshift64(state);
+  }
+  return static_cast<std::uint32_t>(((r >> 32) * bound) >> 32);
+}
+
+}  // namespace weft::detail

@@ -1,0 +1,90 @@
+// Worker: one per kernel thread of the runtime (Go's P and M in one). Its fields are grouped by
+// who may touch them: the owner thread only; its queues (lock-free, stealable); counters written
+// by the owner and summed by stats() and the monitor; the monitor's view; and the sleep state
+// guarded by Runtime::idle_mu_. Design of the scheduler in scheduler.hpp.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <thread>
+
+#include "core/fiber.hpp"
+#include "core/stack_pool.hpp"
+#include "sched/run_queue.hpp"
+#include "sched/spawn_deque.hpp"
+#include "weft/detail/park.hpp"
+
+namespace weft::detail {
+
+class Runtime;
+
+// What the fiber that resumes next must do on behalf of the one that switched away.
+struct Pending {
+  enum Kind : std::uint8_t { kNone, kYield, kPark, kExit };
+  Kind kind = kNone;
+  Fiber* from = nullptr;  // null: switched away from the scheduler context
+  CommitFn commit = nullptr;
+  void* arg = nullptr;
+};
+
+struct alignas(64) Worker {
+  Runtime* rt = nullptr;
+  unsigned index = 0;
+
+  // Owner-thread state.
+  Fiber* current = nullptr;  // running fiber, null in the scheduler context
+  Pending pending;
+  fcontext_t sched_ctx = nullptr;
+  StackCache stacks;
+  std::uint32_t schedtick = 0;
+  std::uint32_t runnext_streak = 0;
+  std::uint32_t timer_tick = 0;
+  std::uint64_t rng = 0;
+  std::uint64_t next_id = 0, id_end = 0;  // batch of fiber ids handed to this worker
+  int* errno_addr = nullptr;              // this thread's errno (bind_thread_state)
+  void* eh_globals = nullptr;             // this thread's __cxa_eh_globals
+#if defined(__SANITIZE_ADDRESS__)
+  const void* thread_stack_bottom = nullptr;
+  std::size_t thread_stack_size = 0;
+  void* sched_fake_stack = nullptr;
+#endif
+#if defined(__SANITIZE_THREAD__)
+  void* tsan_sched_fiber = nullptr;
+#endif
+
+  // Queues.
+  RunQueue runq;         // runnable fibers that ran before (woken, yielded): FIFO
+  SpawnDeque spawned_q;  // spawned, never run: newest first for the owner, oldest for thieves
+  std::atomic<Fiber*> runnext{nullptr};  // owner; thieves take it only when `stuck`
+
+  // Counters: written by the owner only (relaxed), summed by stats() and the monitor.
+  std::atomic<std::uint64_t> switches{0};
+  std::atomic<std::uint64_t> steals{0};
+  std::atomic<std::uint64_t> parks{0};
+  std::atomic<std::uint64_t> spawned{0};
+  std::atomic<std::uint64_t> finished{0};
+  std::atomic<std::uint64_t> stacks_in_use{0};  // may go negative-then-positive across workers
+  std::atomic<std::uint64_t> timers_fired{0};
+
+  // Monitor view.
+  std::atomic<Fiber*> running{nullptr};      // the fiber it runs now (null when in the scheduler);
+                                             // the monitor compares it, never dereferences it
+  std::atomic<std::uint64_t> running_id{0};  // that fiber's id
+  std::atomic<bool> idle{false};             // in the idle path (sleeping, spinning or polling)
+  std::atomic<bool> stuck{false};            // the monitor saw one fiber hold it too long
+  std::uint64_t mon_seen_seq = 0;            // monitor thread only
+  std::int64_t mon_stuck_since = 0;          // monitor thread only
+  std::uint64_t mon_reported_seq = ~0ull;    // monitor thread only
+
+  // Sleeping.
+  std::atomic<std::uint32_t> wake_seq{0};  // futex word
+  bool asleep = false;                     // guarded by Runtime::idle_mu_: on the sleepers list
+  bool counted_spinning = false;           // idle_mu_: the waker that unlisted it counted it
+                                           // in nspinning_ (wake_all does not)
+  bool spinning = false;                   // owner: counted in Runtime::nspinning_
+  void* altstack = nullptr;                // owner: sigaltstack for the overflow handler
+
+  std::thread thread;
+};
+
+}  // namespace weft::detail
