@@ -26,9 +26,10 @@ void BlockingPool::submit(Job* job) {
   queue_.push_back(job);
   if (idle_ > 0) {
     cv_.notify_one();
-  } else if (alive_ == 0) {
-    // Creating a thread takes tens of microseconds (milliseconds under TSan) and this runs on a
-    // worker: only the first thread is created here; pool threads create the rest (below).
+  } else if (alive_ < max_threads_) {
+    // Every thread is busy with a job that may block for long: this job must not wait for one of
+    // them to finish (Go hands the P to a new M in the same case). Creating a thread costs tens
+    // of microseconds on this worker, paid only when no pool thread is idle.
     start_thread_locked();
   }
 }

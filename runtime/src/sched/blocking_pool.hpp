@@ -1,8 +1,9 @@
 // BlockingPool: kernel threads, kept apart from the workers, that run blocking() jobs. The
 // submitting fiber parks; the pool thread runs the job, then wakes the fiber. Threads start on
-// demand up to a bound and leave after sitting idle, so a quiet runtime holds none. A worker only
-// ever creates the first thread; a pool thread that finds more jobs queued and no idle peer
-// creates the next one, so workers do not stall on thread creation.
+// demand up to a bound and leave after sitting idle, so a quiet runtime holds none. A submit that
+// finds no idle thread starts one (below the bound), so a job never waits behind another job that
+// may block for long; a pool thread that takes a job while more are queued and no peer is idle
+// starts the next one, so a burst of submits is not serialised behind one thread's wake-up.
 // `inflight_` counts jobs from submission until their fiber was woken: deadlock detection and
 // shutdown read it (a fiber waiting on a job can still be woken).
 #pragma once
