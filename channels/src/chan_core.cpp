@@ -8,37 +8,19 @@
 namespace weft::detail {
 namespace {
 
-// park()'s commit for a plain op: release the channel lock once the caller is parked.
-// `committed` tells the FiberUnwind handler whether the lock was released (see park.hpp).
-struct UnlockCommit {
-  SpinLock* lock;
-  bool committed = false;
-  static bool run(void* a) {
-    auto* c = static_cast<UnlockCommit*>(a);
-    c->committed = true;
-    c->lock->unlock();
-    return true;
-  }
-};
-
-// Queues `w` on `q` (lock held) and parks until a peer or close() completes it. On shutdown
-// unwinding it withdraws the waiter, or destroys a value that a sender already delivered.
-void wait_on(ChanCore* c, WaiterQueue& q, ChanWaiter& w, bool is_recv) {
+// Queues `w` on `q` (lock held) and parks until a peer or close() completes it (park_unlocking
+// releases the lock once we are parked). On shutdown unwinding it withdraws the waiter, or
+// destroys a value that a sender already delivered.
+void queue_and_park(ChanCore* c, WaiterQueue& q, ChanWaiter& w, bool is_recv) {
   w.waker = Waker::current();
   q.push_back(&w);
-  UnlockCommit commit{&c->lock};
-  try {
-    park(&UnlockCommit::run, &commit, is_recv ? WaitReason::kChanRecv : WaitReason::kChanSend);
-  } catch (const FiberUnwind&) {
-    if (commit.committed) c->lock.lock();
+  park_unlocking(c->lock, is_recv ? WaitReason::kChanRecv : WaitReason::kChanSend, [&](bool) {
     if (w.linked) {
       q.remove(&w);
     } else if (is_recv && w.success) {
       c->destroy_elem(w.slot);
     }
-    c->lock.unlock();
-    throw;
-  }
+  });
 }
 
 }  // namespace
@@ -151,7 +133,7 @@ ChanResult chan_send(ChanCore* c, void* src, bool block) {
   }
   ChanWaiter w;
   w.slot = src;
-  wait_on(c, c->sendq, w, /*is_recv=*/false);
+  queue_and_park(c, c->sendq, w, /*is_recv=*/false);
   return w.success ? ChanResult::kOk : ChanResult::kClosed;
 }
 
@@ -185,7 +167,7 @@ ChanResult chan_recv(ChanCore* c, void* dst, bool block) {
   }
   ChanWaiter w;
   w.slot = dst;
-  wait_on(c, c->recvq, w, /*is_recv=*/true);
+  queue_and_park(c, c->recvq, w, /*is_recv=*/true);
   return w.success ? ChanResult::kOk : ChanResult::kClosed;
 }
 

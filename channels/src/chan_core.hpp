@@ -24,6 +24,7 @@
 
 #include "weft/detail/assert.hpp"
 #include "weft/detail/chan_core.hpp"
+#include "weft/detail/intrusive_list.hpp"
 #include "weft/detail/park.hpp"
 #include "weft/detail/spin_lock.hpp"
 
@@ -45,26 +46,13 @@ struct ChanWaiter {
   bool success = false;  // set by the waker: value moved (true) or channel closed (false)
 };
 
-class WaiterQueue {
+// A channel's send or receive queue, FIFO.
+class WaiterQueue : public IntrusiveList<ChanWaiter> {
  public:
-  bool empty() const noexcept { return head_ == nullptr; }
-  void push_back(ChanWaiter* w) noexcept {
-    w->prev = tail_;
-    w->next = nullptr;
-    (tail_ ? tail_->next : head_) = w;
-    tail_ = w;
-    w->linked = true;
-  }
-  void remove(ChanWaiter* w) noexcept {
-    (w->prev ? w->prev->next : head_) = w->next;
-    (w->next ? w->next->prev : tail_) = w->prev;
-    w->prev = w->next = nullptr;
-    w->linked = false;
-  }
   // Go's dequeue(): the first waiter that can still be claimed. A select waiter is claimed by
   // winning its select's CAS; one whose select already fired elsewhere is dropped.
   ChanWaiter* claim() noexcept {
-    while (ChanWaiter* w = head_) {
+    while (ChanWaiter* w = front()) {
       remove(w);
       if (!w->sel) return w;
       std::int32_t expected = -1;
@@ -77,15 +65,11 @@ class WaiterQueue {
   }
   // Debug checks: whether a plain (non-select) waiter is among the first `limit` entries.
   bool has_plain_waiter(int limit) const noexcept {
-    for (const ChanWaiter* w = head_; w && limit-- > 0; w = w->next) {
+    for (const ChanWaiter* w = front(); w && limit-- > 0; w = w->next) {
       if (!w->sel) return true;
     }
     return false;
   }
-
- private:
-  ChanWaiter* head_ = nullptr;
-  ChanWaiter* tail_ = nullptr;
 };
 
 struct ChanTimer;

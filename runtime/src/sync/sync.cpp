@@ -1,9 +1,10 @@
 // Mutex, CondVar, WaitGroup, Semaphore on the WaitList + SpinLock pair (weft/sync.hpp).
 //
-// Common pattern: take guard_, decide, enqueue a WaitNode from our own frame, park() with a
-// commit that releases guard_. Wakers pop the node under guard_, record the outcome in
-// node.grant, release guard_, then wake. If park() throws FiberUnwind (shutdown), the catch
-// handler retakes guard_ and either unlinks the node or gives back what a waker granted.
+// Common pattern: take guard_, decide, enqueue a WaitNode from our own frame, park_unlocking()
+// (weft/detail/park.hpp), whose commit releases guard_ once we are parked. Wakers pop the node
+// under guard_, record the outcome in node.grant, release guard_, then wake. If the park throws
+// FiberUnwind (shutdown), the withdraw step retakes guard_ and either unlinks the node or gives
+// back what a racing waker granted.
 #include "weft/sync.hpp"
 
 #include <stdexcept>
@@ -19,24 +20,13 @@ using detail::WaitList;
 using detail::WaitNode;
 using detail::WaitReason;
 
-// park()'s commit for the common case: release the primitive's guard. `committed` tells a
-// FiberUnwind handler whether park() got that far (guard released) or threw at entry (held).
-struct GuardCommit {
-  SpinLock* guard;
-  bool committed = false;
-  static bool run(void* a) {
-    auto* c = static_cast<GuardCommit*>(a);
-    c->committed = true;
-    c->guard->unlock();
-    return true;
-  }
-};
-
-// Parks on `list` (guard held on entry, released by the park); on FiberUnwind, unlinks the node
-// or, if a waker already granted something, lets `give_back` return it. Guard not held on return.
+// Queues `node` on `list` (guard held on entry) and parks until a waker grants it something
+// (park_unlocking releases the guard). On FiberUnwind, unlinks the node or, if a waker already
+// granted something, lets `give_back` return it once the guard is released. Guard not held on
+// return.
 template <class GiveBack>
-void wait_on(SpinLock& guard, WaitList& list, WaitNode& node, WaitReason reason, GiveBack give_back,
-             bool front = false) {
+void queue_and_park(SpinLock& guard, WaitList& list, WaitNode& node, WaitReason reason,
+                    GiveBack give_back, bool front = false) {
   node.waker = detail::Waker::current();
   node.grant = 0;
   if (front) {
@@ -44,15 +34,17 @@ void wait_on(SpinLock& guard, WaitList& list, WaitNode& node, WaitReason reason,
   } else {
     list.push_back(&node);
   }
-  GuardCommit commit{&guard};
+  std::uint32_t granted = 0;
   try {
-    detail::park(&GuardCommit::run, &commit, reason);
+    detail::park_unlocking(guard, reason, [&](bool) {
+      if (node.linked) {
+        list.remove(&node);
+      } else {
+        granted = node.grant;
+      }
+    });
   } catch (const detail::FiberUnwind&) {
-    if (commit.committed) guard.lock();
-    const bool granted = !node.linked && node.grant != 0;
-    if (node.linked) list.remove(&node);
-    guard.unlock();
-    if (granted) give_back(node.grant);
+    if (granted != 0) give_back(granted);  // guard released: give_back may take it
     throw;
   }
 }
@@ -109,7 +101,7 @@ void Mutex::lock_slow() {
       }
     }
     // A waiter that was woken and lost the race goes back to the front (Go's LIFO requeue).
-    wait_on(
+    queue_and_park(
         guard_, waiters_, node, WaitReason::kMutex, [this](std::uint32_t) { unlock(); }, requeue);
     if (node.grant == kHandoff) return;  // unlock() handed the lock to us: we own it
     requeue = true;
@@ -159,40 +151,20 @@ void CondVar::wait(std::unique_lock<Mutex>& lock) {
   detail::require_fiber("weft::CondVar::wait()");
   if (!lock.owns_lock()) throw std::logic_error("weft::CondVar::wait: the lock is not held");
   WaitNode node;
-  struct Commit {
-    SpinLock* guard;
-    Mutex* mutex;
-    bool committed = false;
-  } commit{&guard_, lock.mutex()};
   guard_.lock();
   node.waker = detail::Waker::current();
   waiters_.push_back(&node);
-  try {
-    // Release the guard and the user's mutex only after we are parked: a notify between the two
-    // must find us on the list (no lost wake-up).
-    detail::park(
-        [](void* a) {
-          auto* c = static_cast<Commit*>(a);
-          c->committed = true;
-          c->guard->unlock();
-          c->mutex->unlock();
-          return true;
-        },
-        &commit, WaitReason::kCondVar);
-  } catch (const detail::FiberUnwind&) {
-    if (!commit.committed) {
-      // Thrown at entry: guard and mutex are still held by us.
-      waiters_.remove(&node);
-      guard_.unlock();
-    } else {
-      guard_.lock();
-      if (node.linked) waiters_.remove(&node);
-      guard_.unlock();
-      lock.release();  // the commit unlocked it; the unique_lock must not unlock again
-    }
-    throw;
-  }
-  lock.mutex()->lock();
+  // The user's mutex is released only once we are parked (in the commit, before the guard): a
+  // notify after it must find us on the list (no lost wake-up).
+  Mutex* const mutex = lock.mutex();
+  detail::park_unlocking(
+      guard_, WaitReason::kCondVar,
+      [&](bool parked) {
+        if (node.linked) waiters_.remove(&node);
+        if (parked) lock.release();  // the commit unlocked it; the unique_lock must not again
+      },
+      [mutex] { mutex->unlock(); });
+  mutex->lock();
 }
 
 std::cv_status CondVar::wait_until(std::unique_lock<Mutex>& lock,
@@ -206,11 +178,8 @@ std::cv_status CondVar::wait_until(std::unique_lock<Mutex>& lock,
     detail::Timer timer;
     WaitNode node;
     CondVar* cv;
-    Mutex* mutex;
-    bool committed = false;
   } w;
   w.cv = this;
-  w.mutex = lock.mutex();
   w.timer.when_ns = when;
   w.timer.fire = [](detail::Timer* t) {
     auto* self = reinterpret_cast<Wait*>(reinterpret_cast<char*>(t) - offsetof(Wait, timer));
@@ -228,32 +197,17 @@ std::cv_status CondVar::wait_until(std::unique_lock<Mutex>& lock,
   guard_.lock();
   w.node.waker = detail::Waker::current();
   waiters_.push_back(&w.node);
-  try {
-    detail::park(
-        [](void* a) {
-          auto* c = static_cast<Wait*>(a);
-          c->committed = true;
-          detail::timer_add(&c->timer);
-          c->cv->guard_.unlock();
-          c->mutex->unlock();
-          return true;
-        },
-        &w, WaitReason::kCondVar);
-  } catch (const detail::FiberUnwind&) {
-    if (!w.committed) {
-      waiters_.remove(&w.node);  // entry case: nothing was released or armed
-      guard_.unlock();
-    } else {
-      detail::timer_cancel(&w.timer);
-      guard_.lock();
-      if (w.node.linked) waiters_.remove(&w.node);
-      guard_.unlock();
-      lock.release();
-    }
-    throw;
-  }
+  Mutex* const mutex = lock.mutex();
+  // As in wait(); the timeout timer is armed by the commit and its callback takes guard_.
+  detail::park_unlocking(
+      guard_, WaitReason::kCondVar,
+      [&](bool parked) {
+        if (w.node.linked) waiters_.remove(&w.node);
+        if (parked) lock.release();
+      },
+      [mutex] { mutex->unlock(); }, &w.timer);
   detail::timer_cancel(&w.timer);
-  lock.mutex()->lock();
+  mutex->lock();
   return w.node.grant == kTimedOut ? std::cv_status::timeout : std::cv_status::no_timeout;
 }
 
@@ -327,7 +281,7 @@ void WaitGroup::wait() {
     }
     if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) break;
   }
-  wait_on(guard_, waiters_, node, WaitReason::kWaitGroup, [](std::uint32_t) {});
+  queue_and_park(guard_, waiters_, node, WaitReason::kWaitGroup, [](std::uint32_t) {});
 }
 
 // ---- Semaphore
@@ -353,7 +307,7 @@ void Semaphore::acquire() {
     guard_.unlock();
     return;
   }
-  wait_on(guard_, waiters_, node, WaitReason::kSemaphore, [this](std::uint32_t) { release(1); });
+  queue_and_park(guard_, waiters_, node, WaitReason::kSemaphore, [this](std::uint32_t) { release(1); });
 }
 
 void Semaphore::release(std::int64_t n) {

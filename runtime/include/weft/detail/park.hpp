@@ -104,4 +104,61 @@ void timer_add(Timer* t);
 // fired; if it is firing right now, waits until `fire` has returned.
 bool timer_cancel(Timer* t) noexcept;
 
+// ---- park_unlocking: the park of every lock-based primitive ----------------------------------
+//
+// Go's goparkunlock, with the shutdown path written once. The caller holds `lock` and has
+// published its wait record under it (queued a node, say). The park's commit -- which runs once
+// the caller is parked -- arms `timer` if given, runs `before_unlock()` (CondVar releases the
+// user's mutex there), then releases `lock`. A waker needs `lock` to find the record, so it can
+// never wake the caller early. Returns after the wake, with `lock` released (a timer is the
+// caller's to cancel).
+//
+// Shutdown: if park() throws FiberUnwind -- at entry (lock still held, nothing armed) or after
+// the commit -- the timer is cancelled (without the lock: its callback may need it), the lock is
+// (re)taken, `withdraw(parked)` runs with it held to unlink the record or give back what a racing
+// waker granted, the lock is released, and FiberUnwind propagates.
+//
+// `lock` must outlive the park (it belongs to the primitive, not to the caller's frame): after
+// the commit released it, the caller may return at once. A `timer`'s callback must take `lock`
+// before it wakes the caller, as every other waker does. Lock: lock() and unlock().
+// (Lock-free primitives -- PollDesc's slot, join -- publish with a CAS in a commit of their own
+// and call park() directly; select holds a set of channel locks that lives in its frame and
+// keeps its own commit, see channels/src/select.cpp.)
+struct NoParkHook {
+  void operator()() const noexcept {}
+};
+
+template <class Lock, class Withdraw, class BeforeUnlock = NoParkHook>
+void park_unlocking(Lock& lock, WaitReason reason, Withdraw&& withdraw,
+                    BeforeUnlock before_unlock = {}, Timer* timer = nullptr,
+                    std::int64_t reason_arg = -1) {
+  struct Commit {
+    Lock* lock;
+    Timer* timer;
+    BeforeUnlock* before_unlock;
+    bool committed;
+    static bool run(void* a) {
+      auto* c = static_cast<Commit*>(a);
+      // Everything is read before the unlock: after it the caller may resume and return.
+      Lock* const l = c->lock;
+      c->committed = true;
+      if (c->timer) timer_add(c->timer);
+      (*c->before_unlock)();
+      l->unlock();
+      return true;
+    }
+  } commit{&lock, timer, &before_unlock, false};
+  try {
+    park(&Commit::run, &commit, reason, reason_arg);
+  } catch (const FiberUnwind&) {
+    if (commit.committed) {
+      if (timer) timer_cancel(timer);
+      lock.lock();
+    }
+    withdraw(commit.committed);
+    lock.unlock();
+    throw;
+  }
+}
+
 }  // namespace weft::detail

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "weft/detail/intrusive_list.hpp"
 #include "weft/detail/park.hpp"
 
 namespace weft::detail {
@@ -19,39 +20,7 @@ struct WaitNode {
   bool linked = false;
 };
 
-class WaitList {
- public:
-  bool empty() const noexcept { return head_ == nullptr; }
-  WaitNode* front() const noexcept { return head_; }
-  void push_back(WaitNode* n) noexcept {
-    n->prev = tail_;
-    n->next = nullptr;
-    (tail_ ? tail_->next : head_) = n;
-    tail_ = n;
-    n->linked = true;
-  }
-  void push_front(WaitNode* n) noexcept {
-    n->prev = nullptr;
-    n->next = head_;
-    (head_ ? head_->prev : tail_) = n;
-    head_ = n;
-    n->linked = true;
-  }
-  WaitNode* pop_front() noexcept {
-    WaitNode* n = head_;
-    if (n) remove(n);
-    return n;
-  }
-  void remove(WaitNode* n) noexcept {
-    (n->prev ? n->prev->next : head_) = n->next;
-    (n->next ? n->next->prev : tail_) = n->prev;
-    n->prev = n->next = nullptr;
-    n->linked = false;
-  }
-
- private:
-  WaitNode* head_ = nullptr;
-  WaitNode* tail_ = nullptr;
-};
+// The FIFO of parked waiters of one primitive.
+using WaitList = IntrusiveList<WaitNode>;
 
 }  // namespace weft::detail
