@@ -18,8 +18,7 @@
 //   plain thread wakes a blocked reader/writer/acceptor with kFailedPrecondition, a second
 //   concurrent reader or writer of one socket gets kFailedPrecondition, every call on a closed
 //   socket fails.
-// Tests marked `// BUG:` fail on purpose until netpoll is fixed (see each comment); those marked
-// `// Regression:` pin bugs these tests found and netpoll fixed.
+// Tests marked `// Regression:` pin bugs these tests found and netpoll fixed.
 // EMFILE survival lowers RLIMIT_NOFILE for a whole process: it lives in net_emfile_test.cpp.
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -1822,13 +1821,10 @@ void close_during_transfers(int iters) {
       with_workers(4, /*watchdog=*/false));
 }
 
-// BUG: Stream::read / write_all (socket.cpp:85, :125) and UdpSocket::recv_from / send_to
-// (udp.cpp:56, :75) re-read Socket::pd_ after each EAGAIN and pass it to poll_wait; close() from
-// another fiber sets it to null first (socket.cpp:44), so a transfer in progress calls
-// poll_wait(nullptr) and dies with SIGSEGV reading PollDesc::seq (address 0x8). And the fd
-// number is closed (socket.cpp:45) while those calls may still hand it to send()/read(): they
-// fail with EBADF or, once the number is reused, read or write another socket's data. Go guards
-// both with a reference count on the descriptor (fdMutex): Close waits for calls in progress.
+// Regression: close() from another fiber while transfers are in progress once cleared the socket's
+// descriptor under them (a SIGSEGV in poll_wait) and closed the fd number while calls could still
+// pass it to send()/read() (EBADF, or another socket's data once the number was reused). Each
+// call now holds a descriptor reference and the last one out closes the fd (Go's fdMutex).
 TEST_F(NetCloseRaceDeathTest, CloseDuringATransferNeverCrashesNorTouchesAReusedFd) {
   const int kIters = static_cast<int>(scaled(100, 4));
   big_junk();
