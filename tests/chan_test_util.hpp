@@ -48,14 +48,6 @@ struct Tracked {
   }
 };
 
-// Debug builds (no NDEBUG) compile weft's WEFT_ASSERT invariant checks in, as the library and the
-// tests share the build type.
-#ifdef NDEBUG
-inline constexpr bool kWeftAsserts = false;
-#else
-inline constexpr bool kWeftAsserts = true;
-#endif
-
 // SCOPED_TRACE for fibers (gtest's trace stack is per thread, and a fiber may resume on another
 // worker): if the scope added a failure, says in which context, e.g. "cap 3".
 struct FailureContext {

@@ -18,8 +18,7 @@
 //   plain thread wakes a blocked reader/writer/acceptor with kFailedPrecondition, a second
 //   concurrent reader or writer of one socket gets kFailedPrecondition, every call on a closed
 //   socket fails.
-// Tests marked `// BUG:` fail on purpose until netpoll is fixed (see each comment); those marked
-// `// Regression:` pin bugs these tests found and netpoll fixed.
+// Tests marked `// Regression:` pin bugs these tests found and netpoll fixed.
 // EMFILE survival lowers RLIMIT_NOFILE for a whole process: it lives in net_emfile_test.cpp.
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -36,8 +35,10 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -56,6 +57,22 @@ using absl::StatusCode;
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// True once every one of `tasks` is parked waiting for I/O readiness, as the fiber dump shows
+// ("[parked: io read fd N" or "io write"): what a test waits for before it acts on a blocked
+// call, instead of sleeping and hoping that the call got there.
+bool parked_on_io(std::initializer_list<std::uint64_t> fiber_ids) {
+  std::ostringstream os;
+  weft::dump_fibers(os);
+  const std::string dump = os.str();
+  for (const std::uint64_t id : fiber_ids) {
+    const std::size_t at = dump.find("\nfiber " + std::to_string(id) + " ");
+    if (at == std::string::npos) return false;
+    const std::string line = dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
+    if (line.find("[parked: io ") == std::string::npos) return false;
+  }
+  return true;
 }
 
 class NetTest : public WorkersTest {
@@ -349,11 +366,12 @@ TEST_P(NetTest, ReadDeadlineExpiresStaysAndClears) {
         ASSERT_TRUE(r.ok()) << r.status();
         EXPECT_EQ(std::string(buf, *r), "x");
         // Cleared for good: a read now parks until data arrives (no deadline left to fire).
+        // t1 is read before the writer exists, so its write comes at least 80 ms after t1.
+        const auto t1 = Clock::now();
         auto writer = weft::spawn([&] {
           weft::this_fiber::sleep_for(80ms);
           return p.server.write_all("z");
         });
-        const auto t1 = Clock::now();
         r = p.client.read(buf, sizeof buf);
         ASSERT_TRUE(r.ok()) << r.status();
         EXPECT_EQ(std::string(buf, *r), "z");
@@ -364,22 +382,33 @@ TEST_P(NetTest, ReadDeadlineExpiresStaysAndClears) {
 }
 
 TEST_P(NetTest, ReadDeadlineExtendedWhileBlocked) {
+  // The other fiber pushes the first deadline out once the reader is parked. The first deadline
+  // leaves a loaded machine (a slowed worker the OS may not run for a while) ample time for that;
+  // the data comes well after it, so the read only succeeds if the extension reached the parked
+  // reader.
+  const auto first = kSanitized ? 2s : 200ms;
   weft::run(
-      [] {
+      [first] {
         TcpPair p = tcp_pair();
-        p.client.set_read_deadline(in(200ms));
+        const auto t0 = Clock::now();
+        p.client.set_read_deadline(t0 + first);
+        const std::uint64_t reader = weft::this_fiber::id();
         auto other = weft::spawn([&] {
-          weft::this_fiber::sleep_for(10ms);
+          // Extend anyway halfway to the deadline: a reader that never got to park only makes
+          // this run test less, it must not fail it.
+          while (!parked_on_io({reader}) && Clock::now() - t0 < first / 2) {
+            weft::this_fiber::sleep_for(1ms);
+          }
           p.client.set_read_deadline(in(kIoBound));  // pushed out while the reader is parked
-          weft::this_fiber::sleep_for(400ms);
+          weft::this_fiber::sleep_for(first + 200ms);
           return p.server.write_all("late");
         });
-        const auto t0 = Clock::now();
         char buf[16];
         absl::StatusOr<std::size_t> r = p.client.read(buf, sizeof buf);
         ASSERT_TRUE(r.ok()) << r.status() << " after " << ms_since(t0) << " ms";
         EXPECT_EQ(std::string(buf, *r), "late");
-        EXPECT_GE(ms_since(t0), 350.0);
+        const double first_ms = std::chrono::duration<double, std::milli>(first).count();
+        EXPECT_GE(ms_since(t0), first_ms + 150);
         EXPECT_TRUE(other.join().ok());
       },
       opts());
@@ -398,7 +427,7 @@ TEST_P(NetTest, DeadlineSetFromAnotherFiberInterruptsABlockedRead) {
           return std::pair{r.status(), Clock::now()};
         });
         ASSERT_TRUE(eventually([&] { return started.load(); }));
-        weft::this_fiber::sleep_for(30ms);  // it parks meanwhile
+        EXPECT_TRUE(eventually([&] { return parked_on_io({reader.id()}); }, 30s));
         const auto t_set = Clock::now();
         p.client.set_read_deadline(t_set);  // Go's cancellation idiom: SetReadDeadline(now)
         auto [st, t_end] = reader.join();
@@ -1292,11 +1321,11 @@ TEST_P(NetTest, WaitReadableParksUntilAnotherFiberWrites) {
   weft::run(
       [] {
         Pipe p;
+        const auto t0 = Clock::now();  // before the writer exists: it writes 30 ms after t0
         auto writer = weft::spawn([&] {
           weft::this_fiber::sleep_for(30ms);
           return write(p.w, "!", 1);
         });
-        const auto t0 = Clock::now();
         absl::Status st = net::wait_readable(p.r, in(kIoBound));
         const double ms = ms_since(t0);
         ASSERT_TRUE(st.ok()) << st;
@@ -1347,6 +1376,7 @@ TEST_P(NetTest, WaitWritableOnAPipe) {
         ASSERT_EQ(errno, EAGAIN);
         st = net::wait_writable(p.w, in(30ms));
         EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded) << st;
+        const auto t0 = Clock::now();  // before the drainer exists: it drains 30 ms after t0
         auto drainer = weft::spawn([&] {
           weft::this_fiber::sleep_for(30ms);
           std::size_t total = 0;
@@ -1355,7 +1385,6 @@ TEST_P(NetTest, WaitWritableOnAPipe) {
             total += static_cast<std::size_t>(n);
           return total;
         });
-        const auto t0 = Clock::now();
         st = net::wait_writable(p.w, in(kIoBound));
         EXPECT_TRUE(st.ok()) << st;
         EXPECT_GE(ms_since(t0), 20.0);
@@ -1419,7 +1448,8 @@ TEST_P(NetTest, WaitReadableAndWaitWritableOnOneFdAtOnce) {
         int sv[2];
         ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
         auto reader = weft::spawn([&] { return net::wait_readable(sv[0], in(kIoBound)); });
-        weft::this_fiber::sleep_for(kSanitized ? 200ms : 50ms);  // the reader is parked
+        EXPECT_TRUE(eventually([&] { return parked_on_io({reader.id()}); }, 30s))
+            << "the reader never parked";
         absl::Status w = net::wait_writable(sv[0], in(kIoBound));
         EXPECT_TRUE(w.ok()) << "wait_writable while another fiber waits readable: " << w;
         ASSERT_EQ(write(sv[1], "r", 1), 1);
@@ -1539,7 +1569,15 @@ TEST_P(NetTest, CloseFromAnotherFiberWakesBlockedCalls) {
         });
         auto writer = timed([&] { return q.client.write_all(big); });
         ASSERT_TRUE(eventually([&] { return started.load() == 4; }));
-        weft::this_fiber::sleep_for(kSanitized ? 300ms : 50ms);  // they park meanwhile
+        // Close only once all four are parked: a close that lands while a call is still on its
+        // way into the park is the race of CloseDuringATransferNeverCrashesNorTouchesAReusedFd,
+        // not this test's subject (a fixed sleep lost that race on a loaded machine).
+        EXPECT_TRUE(eventually(
+            [&] {
+              return parked_on_io({reader.id(), acceptor.id(), receiver.id(), writer.id()});
+            },
+            30s))
+            << "not all four calls parked";
         const auto t_close = Clock::now();
         p.client.close();
         l.close();
@@ -1640,20 +1678,36 @@ TEST_P(NetTest, ASecondConcurrentReaderOrWriterGetsFailedPrecondition) {
   weft::run(
       [&] {
         TcpPair p = tcp_pair();
-        p.client.set_deadline(in(500ms));
+        // No deadline while the pairs meet: whichever of each pair gets there first parks until
+        // the deadline set below, and the other is refused at once. (A deadline set up front
+        // raced with the second call of a pair: on a loaded machine it could pass before that
+        // call started, which then failed with kDeadlineExceeded too.)
+        p.client.set_deadline(net::TimePoint{});
+        std::atomic<int> reads_done{0}, writes_done{0};
         auto read_once = [&] {
           return weft::spawn([&] {
             char buf[8];
-            return p.client.read(buf, sizeof buf).status();
+            absl::Status st = p.client.read(buf, sizeof buf).status();
+            ++reads_done;
+            return st;
           });
         };
         // 64 MiB never fits (nobody reads p.server): both writers end up waiting for room.
-        auto write_once = [&] { return weft::spawn([&] { return p.client.write_all(big); }); };
-        // Whichever of each pair parks first waits for the deadline; the other is refused at once.
+        auto write_once = [&] {
+          return weft::spawn([&] {
+            absl::Status st = p.client.write_all(big);
+            ++writes_done;
+            return st;
+          });
+        };
         auto r1 = read_once();
         auto r2 = read_once();
         auto w1 = write_once();
         auto w2 = write_once();
+        const bool one_each_refused =
+            eventually([&] { return reads_done.load() >= 1 && writes_done.load() >= 1; }, 30s);
+        p.client.set_deadline(Clock::now());  // ends the parked ones (Go's cancellation idiom)
+        EXPECT_TRUE(one_each_refused) << "no call of a pair returned while the other was parked";
         const char* what = "readers";
         for (auto pair : {std::pair{&r1, &r2}, std::pair{&w1, &w2}}) {
           absl::Status a = pair.first->join(), b = pair.second->join();
@@ -1767,13 +1821,10 @@ void close_during_transfers(int iters) {
       with_workers(4, /*watchdog=*/false));
 }
 
-// BUG: Stream::read / write_all (socket.cpp:85, :125) and UdpSocket::recv_from / send_to
-// (udp.cpp:56, :75) re-read Socket::pd_ after each EAGAIN and pass it to poll_wait; close() from
-// another fiber sets it to null first (socket.cpp:44), so a transfer in progress calls
-// poll_wait(nullptr) and dies with SIGSEGV reading PollDesc::seq (address 0x8). And the fd
-// number is closed (socket.cpp:45) while those calls may still hand it to send()/read(): they
-// fail with EBADF or, once the number is reused, read or write another socket's data. Go guards
-// both with a reference count on the descriptor (fdMutex): Close waits for calls in progress.
+// Regression: close() from another fiber while transfers are in progress once cleared the socket's
+// descriptor under them (a SIGSEGV in poll_wait) and closed the fd number while calls could still
+// pass it to send()/read() (EBADF, or another socket's data once the number was reused). Each
+// call now holds a descriptor reference and the last one out closes the fd (Go's fdMutex).
 TEST_F(NetCloseRaceDeathTest, CloseDuringATransferNeverCrashesNorTouchesAReusedFd) {
   const int kIters = static_cast<int>(scaled(100, 4));
   big_junk();

@@ -86,13 +86,6 @@ inline std::size_t count_occurrences(const std::string& haystack, const std::str
   return n;
 }
 
-// Known runtime bugs keep a failing test, marked `// BUG:`, that skips unless the environment
-// has WEFT_TEST_KNOWN_BUGS=1 (to check a fix: WEFT_TEST_KNOWN_BUGS=1 ctest -R <name>).
-inline bool run_known_bugs() {
-  const char* v = std::getenv("WEFT_TEST_KNOWN_BUGS");
-  return v && std::string(v) == "1";
-}
-
 // Joins `task` from a fiber, waiting at most `limit`; false if it had not finished by then (the
 // caller fails the test, and aborts if the task may still use its frame, rather than hang CI).
 inline bool join_within(weft::Task<void>& task, std::chrono::nanoseconds limit) {
@@ -105,9 +98,6 @@ inline bool join_within(weft::Task<void>& task, std::chrono::nanoseconds limit) 
 }
 
 }  // namespace weft_test
-
-#define WEFT_SKIP_KNOWN_BUG(why) \
-  if (!::weft_test::run_known_bugs()) GTEST_SKIP() << "BUG: " << why
 
 // Instantiates a WorkersTest-derived suite with workers = 1, 2, 4 and 8 (names end in /w1 ... /w8).
 #define WEFT_INSTANTIATE_WORKERS(Suite)                                       \
