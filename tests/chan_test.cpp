@@ -1,4 +1,4 @@
-// Proves Chan<T> of api.md, with Go's test/chan/*.go and runtime/chan_test.go as the reference
+// Proves Chan<T> of docs/api.md, with Go's test/chan/*.go and runtime/chan_test.go as the reference
 // for semantics. Without a runtime: the API (unbuffered/buffered/nil construction, negative
 // capacity, size/capacity, equality and operator bool, a copy keeping the channel alive, move-only
 // and non-default-constructible T, over-aligned and zero-size T, ring wrap-around), try_send /

@@ -1,4 +1,4 @@
-// Proves the timer channels of api.md (<weft/time.hpp>), Go's time.After and time.Ticker, under
+// Proves the timer channels of docs/api.md (<weft/time.hpp>), Go's time.After and time.Ticker, under
 // workers = 1, 2, 4 and 8: after(d) delivers the time once, no earlier than d (at once for
 // d <= 0) and works as a select case; a Ticker ticks repeatedly on its period, drops ticks nobody
 // takes and does not burst to catch up; stop() (also the destructor and move-assignment) ends the

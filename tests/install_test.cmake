@@ -4,7 +4,7 @@
 #      -DCMAKE_PREFIX_PATH=<prefix>, with the same compiler, build type and sanitizer flags,
 #   3. build it, run it, and check its output and exit code.
 # Proves that the installed package (headers, library, weftConfig.cmake and its dependencies) is
-# usable from another project, as api.md promises.
+# usable from another project, as docs/api.md promises.
 foreach(var BUILD_DIR WORK_DIR CONSUMER_DIR GENERATOR CXX_COMPILER)
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
     message(FATAL_ERROR "install_test.cmake: -D${var}=... is required")

@@ -1,4 +1,4 @@
-// Proves weft::net (<weft/net.hpp>) against api.md's Networking contract, mostly under workers =
+// Proves weft::net (<weft/net.hpp>) against docs/api.md's Networking contract, mostly under workers =
 // 1, 2, 4 and 8:
 // - echo correctness over 10k concurrent TCP connections (workers 1 and 4), every connection with
 //   its own data checked byte for byte; the echo server is another process (fork + exec of this

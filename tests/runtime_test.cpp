@@ -1,4 +1,4 @@
-// Proves the Runtime part of api.md, each test under workers = 1, 2, 4 and 8: run() returns main's
+// Proves the Runtime part of docs/api.md, each test under workers = 1, 2, 4 and 8: run() returns main's
 // value or rethrows its exception and can be called again; go() takes move-only callables and
 // arguments and decay-copies the rest; spawn()/Task join values, void and references, carry
 // exceptions, refuse a second join and detach when destroyed unjoined; this_fiber::yield, sleep_for

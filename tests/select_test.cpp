@@ -1,4 +1,4 @@
-// Proves weft::select of api.md, with Go's test/chan/select*.go, doubleselect.go and
+// Proves weft::select of docs/api.md, with Go's test/chan/select*.go, doubleselect.go and
 // runtime/chan_test.go as the reference, under workers = 1, 2, 4 and 8: which selects block and
 // which do not (select3.go: nil channels, empty select, default, ready and closed cases, a select
 // that sees itself), send cases on closed channels throw ChannelClosed (at once or while parked),

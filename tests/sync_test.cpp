@@ -1,4 +1,4 @@
-// Proves the fiber synchronisation primitives of api.md under workers = 1, 2, 4 and 8: Mutex
+// Proves the fiber synchronisation primitives of docs/api.md under workers = 1, 2, 4 and 8: Mutex
 // (mutual exclusion under contention, try_lock, std::lock_guard/unique_lock/scoped_lock, the
 // contended path needs a fiber), CondVar (predicate waits, notify_one wakes one, notify_all wakes
 // all, wait_for/wait_until time out), WaitGroup (many fibers, plain-thread waiters and done()

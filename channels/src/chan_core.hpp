@@ -1,10 +1,13 @@
 // ChanCore: Go's hchan, type-erased. One SpinLock per channel guards every field below it, the
 // ring buffer and both wait queues, and every ChanWaiter while it is linked.
 //
-// Invariants (checked with WEFT_ASSERT in debug builds):
-//  - at most one of recvq / sendq is non-empty: a waiter is only queued when the op could not
-//    complete, i.e. there was nobody on the other side and no buffer room/value;
-//  - count <= cap; sendq non-empty implies count == cap; recvq non-empty implies count == 0;
+// Invariants:
+//  - never a plain sender and a plain receiver both waiting: a waiter is only queued when the op
+//    could not complete, i.e. there was nobody on the other side and no buffer room/value (both
+//    queues may hold select waiters: a select with a send and a receive case on this channel, or
+//    one that fired elsewhere and has not dequeued its stale waiter yet) -- WEFT_ASSERT-checked;
+//  - count <= cap (WEFT_ASSERT-checked); a plain sender waits only while count == cap, a plain
+//    receiver only while count == 0;
 //  - once closed, both queues are empty and stay empty.
 //
 // Hand-off: an op that finds a waiter on the other side moves the value directly between the two

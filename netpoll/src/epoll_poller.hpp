@@ -2,7 +2,8 @@
 // edge-triggered, each fd registered once for both directions (poll_desc.hpp).
 //
 // The scheduler lets one worker at a time block in poll(); any thread interrupts it through an
-// eventfd (Go's netpollBreak); a wakeup that finds one already pending writes nothing more.
+// eventfd (Go's netpollBreak); the scheduler sends at most one wakeup per blocking poll
+// (Runtime::poller_woken_), except wake_all() at shutdown.
 // poll() returns the fibers whose readiness arrived; the scheduler places them.
 //
 // Installing: linking any net call links this file, whose static initialiser registers the

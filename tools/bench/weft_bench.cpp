@@ -1,5 +1,5 @@
 // weft side of the side-by-side benchmarks (tools/bench/compare runs it against Go, Boost.Fiber and
-// raw Boost.Context). Every bench is written with the public API only (docs: shared/design/api.md)
+// raw Boost.Context). Every bench is written with the public API only (docs/api.md)
 // and mirrors its peers line for line, so a ratio compares runtimes, not programs:
 //   switch   two fibers on one worker yield to each other; ns per yield (Go: Gosched, 1 P)
 //   spawn    one fiber spawns N empty fibers, a WaitGroup waits for all; ns per spawn, peak RSS

@@ -13,7 +13,7 @@
 # pass `-iex 'source /path/to/weft/tools/gdb/weft_gdb.py'` to gdb.
 #
 # No debug info is needed for weft's own structures (Release builds have none): the runtime
-# exports a C descriptor, `weft_debug_info` (runtime/src/debug_info.hpp), with the offsets of the
+# exports a C descriptor, `weft_debug_info` (runtime/src/services/debug_info.hpp), with the offsets of the
 # fields read here, the registry's shard layout, the running runtime's registry, the stack size and
 # the name tables. Only its ELF symbol is needed: a binary stripped of its symbol table cannot be
 # inspected (keep `weft_debug_info`, e.g. strip --keep-symbol=weft_debug_info).

@@ -132,7 +132,7 @@ absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, int backlog = 4096
 // tried in order within the one timeout.
 absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, std::chrono::nanoseconds timeout = {});
 
-// dial_tcp with more control (an addition to the api.md contract, for load generators and
+// dial_tcp with more control (an addition to the core API, for load generators and
 // multi-homed clients).
 struct DialOptions {
   std::chrono::nanoseconds timeout{};  // 0: none

@@ -6,7 +6,7 @@
 //     return t.join();
 //   });
 //
-// See README.md for the model and ../design/api.md for the contract. Everything under
+// See README.md for the model and docs/api.md for the reference. Everything under
 // weft::detail is private to weft and may change without notice.
 #pragma once
 
@@ -293,8 +293,8 @@ struct Stats {
   std::uint64_t fibers_alive = 0;    // created and not yet finished (queued, running or parked)
   std::uint64_t fibers_spawned = 0;  // go() + spawn() + the main fiber
   std::uint64_t switches = 0;        // context switches into fibers
-  std::uint64_t steals = 0;          // fibers taken from another worker's queue
-  std::uint64_t parks = 0;           // park() calls that parked a fiber
+  std::uint64_t steals = 0;          // successful steals (one may move half a queue)
+  std::uint64_t parks = 0;           // park() calls by fibers (incl. ones their commit called off)
   std::uint64_t workers = 0;         // kernel threads running fibers
   std::uint64_t stacks_in_use = 0;   // stacks held by started, unfinished fibers
   std::uint64_t stacks_cached = 0;   // freed stacks kept for reuse (trimmed ones included)

@@ -1,6 +1,6 @@
 // Fiber-aware synchronization: Mutex, CondVar, WaitGroup, Semaphore. They park fibers, never
 // kernel threads (WaitGroup and Semaphore also accept plain threads, which then block). All four
-// are built on one WaitList + SpinLock pair; see runtime/src/sync.cpp for the algorithms.
+// are built on one WaitList + SpinLock pair; see runtime/src/sync/sync.cpp for the algorithms.
 #pragma once
 
 #include <atomic>

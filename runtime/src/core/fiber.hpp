@@ -9,7 +9,8 @@
 //    parked fiber is won with a CAS (fiber_claim_parked), so a shutdown unwind and a racing wake
 //    cannot both resume it.
 //  - `reg_prev/reg_next`, `name`: the registry shard lock (registry.cpp).
-//  - `join_word`: atomic handshake between the finishing fiber and one joiner (fiber.cpp).
+//  - `join_word`: atomic handshake between the finishing fiber and one joiner
+//    (sched/fiber_lifecycle.cpp).
 //  - `refs`: 1 for the running fiber + 1 for a Task handle; the last release frees the memory.
 //  - wait_* fields: written by the fiber itself before it parks, read racily by dumps.
 #pragma once

@@ -81,7 +81,8 @@ void run_blocking(void (*job)(void*), void* arg) {
     BlockingPool::Job* job;
   } ctx{&rt.blocking(), &j};
   // The job owns the fiber's frame until it wakes it, so shutdown waits for it instead of
-  // unwinding (see Runtime::shutdown_unwind); park() never throws here for that reason.
+  // unwinding (see Runtime::shutdown_unwind): park() can throw FiberUnwind only at entry, before
+  // the commit submitted the job.
   park(
       [](void* a) {
         auto* c = static_cast<Ctx*>(a);

@@ -15,7 +15,8 @@
 //     after the fiber's context was saved. So ready() never sees a fiber still on its stack.
 //  2. ready() takes a parked fiber with a CAS Parked->Runnable, so exactly one party resumes it.
 //  3. A worker about to sleep first announces itself (nsleeping_, seq_cst), then re-checks every
-//     queue; a submitter pushes, then (seq_cst fence) reads nsleeping_. By the store-load order
+//     queue; a submitter pushes, then (a seq_cst read-modify-write of nspinning_, which TSan sees
+//     and a fence would not) reads nsleeping_. By the store-load order
 //     one of the two sees the other: either the sleeper finds the work or the submitter wakes it.
 //  4. The futex wait compares a per-worker sequence number read before the re-check, so a wake
 //     that lands between the re-check and the syscall makes the syscall return at once.
@@ -85,7 +86,8 @@ class Runtime {
   void push_local(Worker& w, Fiber* f) noexcept;
   // Wakes an idle worker if none is spinning, so new work does not wait.
   void wake_idle_worker() noexcept;
-  // A new earliest timer: make sure some idle worker recomputes its sleep.
+  // A new earliest timer: interrupts the worker blocked in the poller (the one that keeps time)
+  // so it recomputes its timeout. Futex sleepers need no wake: they never wait for timers.
   void timers_changed() noexcept;
 
   // Picks the next fiber to run on `w` without blocking: runnext, the spawned deque and the run

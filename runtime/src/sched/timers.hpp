@@ -1,5 +1,5 @@
-// TimerHeap: the runtime's one-shot timers (sleeps, CondVar timeouts; later select timeouts and
-// I/O deadlines). A binary min-heap of caller-owned Timer records under one mutex; `earliest_`
+// TimerHeap: the runtime's one-shot timers (sleeps, CondVar timeouts, select timeouts, timer
+// channels and I/O deadlines). A binary min-heap of caller-owned Timer records under one mutex; `earliest_`
 // mirrors the top deadline so workers can check "anything due?" without the lock.
 // Who fires timers: an idle worker before it sleeps (it sleeps no longer than the earliest
 // deadline, which is how a timer due on an idle runtime wakes it), and busy workers every few

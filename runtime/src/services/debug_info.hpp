@@ -15,7 +15,7 @@ struct weft_debug_info_t {
   std::uint32_t version;  // weft::detail::kDebugInfoVersion
   std::uint64_t size;     // sizeof(weft_debug_info_t)
 
-  // Fiber (runtime/src/fiber.hpp): offsets of the fields a debugger reads.
+  // Fiber (runtime/src/core/fiber.hpp): offsets of the fields a debugger reads.
   std::uint64_t fiber_ctx;           // fcontext_t: saved context, null until the first run
   std::uint64_t fiber_stack;         // char*: lowest usable byte of its stack, null before
   std::uint64_t fiber_id;            // std::uint64_t
@@ -26,7 +26,7 @@ struct weft_debug_info_t {
   std::uint64_t fiber_reg_next;      // Fiber*: next fiber in its registry shard
   std::uint64_t fiber_name;          // std::string* (libstdc++: char* at 0, size at 8), or null
 
-  // Registry (runtime/src/registry.hpp): registry_shard_count shards of registry_shard_size bytes
+  // Registry (runtime/src/core/registry.hpp): registry_shard_count shards of registry_shard_size bytes
   // from registry_shards; each holds the head (Fiber*) of its list at registry_shard_head.
   std::uint64_t registry_shards;
   std::uint64_t registry_shard_count;

@@ -3,8 +3,8 @@
 //  - reports, once, a fiber that holds its worker longer than Options::watchdog_threshold and
 //    marks that worker stuck so idle workers steal everything queued behind it,
 //  - detects deadlock as Go does: every worker idle, nothing queued, no timer, no blocking() job,
-//    nothing parked on the poller, no outside thread that could still wake a fiber, for two
-//    consecutive checks with no switch in between; then prints the dump and aborts,
+//    nothing parked on the poller, no outside thread that could still wake a fiber, for three
+//    consecutive checks with no switch between them; then prints the dump and aborts,
 //  - trims the shared stack pool so RSS follows the live fibers,
 //  - prints a fiber dump on SIGQUIT (installed only if SIGQUIT has its default action).
 // It never runs fibers and never touches run queues; it reads per-worker counters (relaxed).

@@ -154,8 +154,9 @@ void CondVar::wait(std::unique_lock<Mutex>& lock) {
   guard_.lock();
   node.waker = detail::Waker::current();
   waiters_.push_back(&node);
-  // The user's mutex is released only once we are parked (in the commit, before the guard): a
-  // notify after it must find us on the list (no lost wake-up).
+  // The user's mutex is released only once we are parked (in the commit, after the guard): a
+  // notify after it must find us on the list (no lost wake-up). The commit may touch the mutex
+  // after a notify woke us because we cannot return before re-acquiring it.
   Mutex* const mutex = lock.mutex();
   detail::park_unlocking(
       guard_, WaitReason::kCondVar,

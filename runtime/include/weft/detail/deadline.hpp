@@ -1,6 +1,6 @@
-// Deadline arithmetic shared by every timed wait (sleep, CondVar/Semaphore timeouts, select's
-// case_timeout, after/Ticker, net deadlines): a duration too large to add to "now" means
-// "practically never" and saturates instead of overflowing into the past.
+// Deadline arithmetic shared by the waits that take a duration (sleep_for, CondVar::wait_for,
+// select's case_timeout, after/Timer/Ticker, dial timeouts): a duration too large to add to "now"
+// means "practically never" and saturates instead of overflowing into the past.
 #pragma once
 
 #include <chrono>

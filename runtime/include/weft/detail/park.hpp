@@ -108,10 +108,12 @@ bool timer_cancel(Timer* t) noexcept;
 //
 // Go's goparkunlock, with the shutdown path written once. The caller holds `lock` and has
 // published its wait record under it (queued a node, say). The park's commit -- which runs once
-// the caller is parked -- arms `timer` if given, runs `before_unlock()` (CondVar releases the
-// user's mutex there), then releases `lock`. A waker needs `lock` to find the record, so it can
-// never wake the caller early. Returns after the wake, with `lock` released (a timer is the
-// caller's to cancel).
+// the caller is parked -- arms `timer` if given, releases `lock`, then runs `after_unlock()`
+// (CondVar releases the user's mutex there, outside the spin lock). A waker needs `lock` to find
+// the record, so it can never wake the caller early. Returns after the wake, with `lock` released
+// (a timer is the caller's to cancel). `after_unlock` runs when the caller may already have been
+// woken: it is copied out of the caller's frame first and must only touch what the caller cannot
+// free before it ran (CondVar: the mutex, which the woken caller must re-acquire).
 //
 // Shutdown: if park() throws FiberUnwind -- at entry (lock still held, nothing armed) or after
 // the commit -- the timer is cancelled (without the lock: its callback may need it), the lock is
@@ -128,26 +130,27 @@ struct NoParkHook {
   void operator()() const noexcept {}
 };
 
-template <class Lock, class Withdraw, class BeforeUnlock = NoParkHook>
+template <class Lock, class Withdraw, class AfterUnlock = NoParkHook>
 void park_unlocking(Lock& lock, WaitReason reason, Withdraw&& withdraw,
-                    BeforeUnlock before_unlock = {}, Timer* timer = nullptr,
+                    AfterUnlock after_unlock = {}, Timer* timer = nullptr,
                     std::int64_t reason_arg = -1) {
   struct Commit {
     Lock* lock;
     Timer* timer;
-    BeforeUnlock* before_unlock;
+    AfterUnlock* after_unlock;
     bool committed;
     static bool run(void* a) {
       auto* c = static_cast<Commit*>(a);
       // Everything is read before the unlock: after it the caller may resume and return.
       Lock* const l = c->lock;
+      AfterUnlock after = *c->after_unlock;
       c->committed = true;
       if (c->timer) timer_add(c->timer);
-      (*c->before_unlock)();
       l->unlock();
+      after();
       return true;
     }
-  } commit{&lock, timer, &before_unlock, false};
+  } commit{&lock, timer, &after_unlock, false};
   try {
     park(&Commit::run, &commit, reason, reason_arg);
   } catch (const FiberUnwind&) {

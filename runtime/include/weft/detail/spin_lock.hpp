@@ -1,5 +1,6 @@
 // SpinLock: the lock that guards wait queues inside weft's primitives. Critical sections under it
-// are a handful of pointer writes, never a park or a syscall, so spinning (with pause, then
+// are a handful of pointer writes and never park; the one longer step is arming a timeout in a
+// park's commit (the timer heap's mutex, maybe a poller wakeup), so spinning (with pause, then
 // sched_yield) beats a kernel mutex. It is released by park()'s commit step, which may run on
 // another fiber's stack: that is why it is not a std::mutex (which must be unlocked by its owner).
 #pragma once
