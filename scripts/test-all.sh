@@ -2,14 +2,17 @@
 # README command 2 (and CI's .ci/run): install what is missing, then build and run every test in
 # four builds -- Release, Debug (WEFT_ASSERT on), ASan+UBSan, TSan -- and run every benchmark
 # once at a tiny size (tools/bench/compare --quick) so none of them rots, and every protocol
-# parser's libFuzzer target for 20 s (tools/fuzz/run.sh, clang + ASan + UBSan).
-# Usage: scripts/test-all.sh [release|debug|asan|tsan|bench|fuzz ...]   (default: all of them)
+# parser's libFuzzer target for 20 s (tools/fuzz/run.sh, clang + ASan + UBSan), and build the
+# libraries once with clang's -Wthread-safety -Werror=thread-safety, which checks every
+# ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED annotation.
+# Usage: scripts/test-all.sh [release|debug|asan|tsan|threadsafety|bench|fuzz ...]
+#        (default: all of them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 variants=("$@")
-((${#variants[@]})) || variants=(release debug asan tsan bench fuzz)
+((${#variants[@]})) || variants=(release debug asan tsan threadsafety bench fuzz)
 failed=()
 
 run_variant() {
@@ -37,11 +40,16 @@ for v in "${variants[@]}"; do
             -DWEFT_BUILD_TOOLS=OFF || failed+=(asan) ;;
     tsan) run_variant tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_SANITIZE=thread \
             -DWEFT_BUILD_TOOLS=OFF || failed+=(tsan) ;;
+    threadsafety) echo "=== threadsafety: clang -Wthread-safety -Werror=thread-safety (libraries)"
+           CC=clang CXX=clang++ cmake -S . -B build-ci/threadsafety -DCMAKE_BUILD_TYPE=Debug \
+             -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" -DWEFT_BUILD_TESTS=OFF \
+             -DWEFT_BUILD_EXAMPLES=OFF -DWEFT_BUILD_TOOLS=OFF >/dev/null &&
+             cmake --build build-ci/threadsafety -j"$jobs" || failed+=(threadsafety) ;;
     bench) echo "=== bench: every benchmark once (quick)"
            tools/bench/compare --quick --build-dir build-ci/bench || failed+=(bench) ;;
     fuzz) echo "=== fuzz: each parser's libFuzzer target, 20 s"
           tools/fuzz/run.sh 20 build-ci/fuzz || failed+=(fuzz) ;;
-    *) echo "unknown variant $v (release|debug|asan|tsan|bench|fuzz)"; exit 2 ;;
+    *) echo "unknown variant $v (release|debug|asan|tsan|threadsafety|bench|fuzz)"; exit 2 ;;
   esac
   echo "=== $v took $((SECONDS - t0)) s"
 done

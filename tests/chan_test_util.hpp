@@ -1,6 +1,8 @@
-// Helpers shared by the channel suites (chan_test, select_test, chan_time_test, chan_model_test,
-// chan_death_test): value types that count their instances, a scope guard that counts unwound
-// frames, and bounded "has it returned yet?" checks for operations that must (or must not) block.
+// Helpers shared by the channel suites (chan_api_test, chan_go_test, chan_close_test,
+// select_semantics_test, select_fairness_test, select_stress_test, chan_time_test,
+// chan_model_test, chan_death_test): value types that count their instances (and a zero-size
+// one), a scope guard that counts unwound frames, and bounded "has it returned yet?" checks for
+// operations that must (or must not) block.
 #pragma once
 
 #include <atomic>
@@ -47,6 +49,9 @@ struct Tracked {
     double_destroyed = 0;
   }
 };
+
+// A zero-size value type.
+struct Empty {};
 
 // SCOPED_TRACE for fibers (gtest's trace stack is per thread, and a fiber may resume on another
 // worker): if the scope added a failure, says in which context, e.g. "cap 3".

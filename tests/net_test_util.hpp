@@ -1,14 +1,20 @@
-// Helpers shared by the weft::net tests (net_test.cpp, net_emfile_test.cpp): status checks that
-// throw (so a helper can fail a test from any depth), byte patterns that tell every connection's
-// data apart, and connected socket pairs whose deadlines bound every wait.
+// Helpers shared by the weft::net tests (net_stream_test, net_cancel_test, net_dgram_fd_test,
+// net_echo_test, net_emfile_test): status checks that throw (so a helper can fail a test from any
+// depth), byte patterns that tell every connection's data apart, connected socket pairs whose
+// deadlines bound every wait, the NetTest fixture, and "is this fiber parked on I/O yet?".
 #pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <span>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -128,5 +134,55 @@ absl::StatusOr<std::string> read_exactly(S& s, std::size_t n) {
   if (!st.ok()) return st;
   return out;
 }
+
+inline double ms_between(weft_test::Clock::time_point a, weft_test::Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// True once every one of `tasks` is parked waiting for I/O readiness, as the fiber dump shows
+// ("[parked: io read fd N" or "io write"): what a test waits for before it acts on a blocked
+// call, instead of sleeping and hoping that the call got there.
+inline bool parked_on_io(std::initializer_list<std::uint64_t> fiber_ids) {
+  std::ostringstream os;
+  weft::dump_fibers(os);
+  const std::string dump = os.str();
+  for (const std::uint64_t id : fiber_ids) {
+    const std::size_t at = dump.find("\nfiber " + std::to_string(id) + " ");
+    if (at == std::string::npos) return false;
+    const std::string line = dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
+    if (line.find("[parked: io ") == std::string::npos) return false;
+  }
+  return true;
+}
+
+// The suite of most net tests (each file instantiates it with WEFT_INSTANTIATE_WORKERS).
+class NetTest : public weft_test::WorkersTest {
+ protected:
+  // For throughput tests: a read or write_all loop that never has to park holds its worker as
+  // long as data flows (there is no preemption), which the watchdog would report.
+  weft::Options quiet_opts() const { return with_workers(workers(), /*watchdog=*/false); }
+};
+
+// 64 MiB, far more than a stalled TCP connection's buffers hold. Made before weft::run (a fiber
+// filling it would hold its worker long enough for the watchdog to complain).
+inline const std::string& big_junk() {
+  static const std::string junk(64 << 20, 'j');
+  return junk;
+}
+
+// A non-blocking pipe, closed on destruction.
+struct Pipe {
+  int r = -1, w = -1;
+  Pipe() {
+    int p[2];
+    if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
+    r = p[0];
+    w = p[1];
+  }
+  ~Pipe() {
+    close(r);
+    close(w);
+  }
+};
 
 }  // namespace weft_net_test

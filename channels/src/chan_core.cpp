@@ -11,10 +11,12 @@ namespace {
 // Queues `w` on `q` (lock held) and parks until a peer or close() completes it (park_unlocking
 // releases the lock once we are parked). On shutdown unwinding it withdraws the waiter, or
 // destroys a value that a sender already delivered.
-void queue_and_park(ChanCore* c, WaiterQueue& q, ChanWaiter& w, bool is_recv) {
+void queue_and_park(ChanCore* c, WaiterQueue& q, ChanWaiter& w, bool is_recv)
+    ABSL_UNLOCK_FUNCTION(c->lock) {
   w.waker = Waker::current();
   q.push_back(&w);
-  park_unlocking(c->lock, is_recv ? WaitReason::kChanRecv : WaitReason::kChanSend, [&](bool) {
+  park_unlocking(c->lock, is_recv ? WaitReason::kChanRecv : WaitReason::kChanSend,
+                 [&](bool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->lock) {
     if (w.linked) {
       q.remove(&w);
     } else if (is_recv && w.success) {
@@ -95,7 +97,8 @@ void chan_retain(ChanCore* c) noexcept {
   if (c) c->refs.fetch_add(1, std::memory_order_relaxed);
 }
 
-void chan_release(ChanCore* c) noexcept {
+// Not analysed for locks: the last handle is gone, so nothing else can reach the channel.
+void chan_release(ChanCore* c) noexcept ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (!c || c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   if (c->timer) destroy_timer(c);
   // Nobody else holds the channel, so no waiter can be queued (a waiter holds a handle).

@@ -87,11 +87,11 @@ class ChanCore {
   const std::size_t cap;
   char* const buf;                     // cap slots of ops->size bytes, right after the core
   std::atomic<std::size_t> count{0};   // buffered values; written under lock, read anywhere
-  std::size_t recvx = 0;               // lock: next slot to receive from
-  std::size_t sendx = 0;               // lock: next slot to send into
+  std::size_t recvx ABSL_GUARDED_BY(lock) = 0;  // next slot to receive from
+  std::size_t sendx ABSL_GUARDED_BY(lock) = 0;  // next slot to send into
   std::atomic<bool> closed{false};     // written under lock
-  WaiterQueue recvq;                   // lock
-  WaiterQueue sendq;                   // lock
+  WaiterQueue recvq ABSL_GUARDED_BY(lock);
+  WaiterQueue sendq ABSL_GUARDED_BY(lock);
   std::atomic<std::uint32_t> refs{1};  // Chan<T> handles sharing this channel
   ChanTimer* timer = nullptr;          // set once at creation for after()/Ticker channels
 
@@ -120,7 +120,7 @@ class ChanCore {
   void destroy_elem(void* p) const noexcept {
     if (ops->destroy) ops->destroy(p);
   }
-  void check_invariants() const noexcept {
+  void check_invariants() const noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock) {
     // Both queues may hold waiters: a select parked with a send and a receive case on this
     // channel (Go's select3.go "sees itself"), or a select that already fired elsewhere and has
     // not yet dequeued its stale waiter. What never happens is a plain sender and a plain
@@ -135,9 +135,11 @@ class ChanCore {
 // The building blocks shared by plain ops and select; all run with c->lock held. A waiter to
 // wake after unlocking is returned through *wake.
 enum class TryResult : std::uint8_t { kDone, kClosed, kNotReady };
-TryResult send_locked(ChanCore* c, void* src, Waker* wake) noexcept;
+TryResult send_locked(ChanCore* c, void* src, Waker* wake) noexcept
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->lock);
 // kDone: a value was constructed at dst; kClosed: closed and drained (dst untouched).
-TryResult recv_locked(ChanCore* c, void* dst, Waker* wake) noexcept;
+TryResult recv_locked(ChanCore* c, void* dst, Waker* wake) noexcept
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->lock);
 
 // Parks the caller for good (nil channel, empty select). Returns only by FiberUnwind.
 void park_forever(WaitReason reason);

@@ -86,6 +86,10 @@ Runtime::Runtime(const Options& opts) : opts_(resolve_options(opts)) {
     workers_.push_back(std::move(w));
   }
   single_worker_ = workers_.size() == 1;
+  {
+    ThreadMutexLock lock(idle_mu_);
+    idle_slots_.resize(workers_.size());
+  }
   coarse_now_.store(now_ns(), std::memory_order_relaxed);
   debug_info_attach(registry_.get(), stacks_->stack_size(), &coarse_now_);
 }

@@ -35,7 +35,7 @@ class Mutex {
   // bit 0: locked; bit 1: waiters queued (unlock must look at the queue)
   std::atomic<std::uint32_t> state_{0};
   detail::SpinLock guard_;  // guards waiters_
-  detail::WaitList waiters_;
+  detail::WaitList waiters_ ABSL_GUARDED_BY(guard_);
 };
 
 // A condition variable for weft::Mutex. Spurious wake-ups do not happen, but use a predicate
@@ -74,7 +74,7 @@ class CondVar {
 
  private:
   detail::SpinLock guard_;
-  detail::WaitList waiters_;
+  detail::WaitList waiters_ ABSL_GUARDED_BY(guard_);
 };
 
 // Go's sync.WaitGroup. add()/done() from anywhere; wait() from a fiber or a plain thread. The
@@ -94,7 +94,7 @@ class WaitGroup {
   // high 32 bits: counter; low 32 bits: number of waiters (as in Go)
   std::atomic<std::uint64_t> state_{0};
   detail::SpinLock guard_;
-  detail::WaitList waiters_;
+  detail::WaitList waiters_ ABSL_GUARDED_BY(guard_);
 };
 
 // A counting semaphore. acquire() parks a fiber (or blocks a plain thread) until a permit is free;
@@ -113,7 +113,7 @@ class Semaphore {
  private:
   std::atomic<std::int64_t> count_;
   detail::SpinLock guard_;
-  detail::WaitList waiters_;
+  detail::WaitList waiters_ ABSL_GUARDED_BY(guard_);
 };
 
 }  // namespace weft

@@ -113,7 +113,7 @@ char* StackPool::acquire(StackCache& cache) {
     cache.stacks.pop_back();
     return s;
   }
-  std::lock_guard lock(mu_);
+  ThreadMutexLock lock(mu_);
   // Prefer stacks whose pages are still committed: touching them costs no page faults.
   for (auto* list : {&dirty_, &clean_}) {
     if (list->empty()) continue;
@@ -135,7 +135,7 @@ void StackPool::release(StackCache& cache, char* stack) {
     return;
   }
   // Keep the newest half (hottest), hand the older half to the shared pool.
-  std::lock_guard lock(mu_);
+  ThreadMutexLock lock(mu_);
   const std::size_t half = cache.stacks.size() / 2;
   dirty_.insert(dirty_.end(), cache.stacks.begin(),
                 cache.stacks.begin() + static_cast<std::ptrdiff_t>(half));
@@ -145,7 +145,7 @@ void StackPool::release(StackCache& cache, char* stack) {
 }
 
 void StackPool::drain(StackCache& cache) {
-  std::lock_guard lock(mu_);
+  ThreadMutexLock lock(mu_);
   dirty_.insert(dirty_.end(), cache.stacks.begin(), cache.stacks.end());
   cache.stacks.clear();
 }
@@ -153,7 +153,7 @@ void StackPool::drain(StackCache& cache) {
 void StackPool::trim() {
   std::vector<char*> victims;
   {
-    std::lock_guard lock(mu_);
+    ThreadMutexLock lock(mu_);
     const std::size_t idle = std::min(dirty_low_, dirty_.size());
     dirty_low_ = dirty_.size();
     if (idle <= kSharedHotStacks) return;
@@ -165,17 +165,17 @@ void StackPool::trim() {
   }
   // Outside the lock: madvise can take a while for many stacks.
   for (char* s : victims) madvise(s, stack_size_, MADV_DONTNEED);
-  std::lock_guard lock(mu_);
+  ThreadMutexLock lock(mu_);
   clean_.insert(clean_.end(), victims.begin(), victims.end());
 }
 
 std::uint64_t StackPool::reserved_bytes() const noexcept {
-  std::lock_guard lock(mu_);
+  ThreadMutexLock lock(mu_);
   return reserved_;
 }
 
 std::uint64_t StackPool::cached() const noexcept {
-  std::lock_guard lock(mu_);
+  ThreadMutexLock lock(mu_);
   return dirty_.size() + clean_.size();
 }
 

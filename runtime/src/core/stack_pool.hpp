@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+
+#include "core/thread_mutex.hpp"
 #include <vector>
 
 namespace weft::detail {
@@ -43,8 +45,8 @@ class StackPool {
   std::uint64_t cached() const noexcept;  // stacks in the shared pool (not worker caches)
 
  private:
-  char* carve_locked();
-  void map_region_locked();
+  char* carve_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void map_region_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::size_t page_;
   const std::size_t stack_size_;  // usable bytes, a multiple of page_
@@ -52,14 +54,14 @@ class StackPool {
   const bool guard_;
   bool guard_by_mprotect_ = false;  // kernel lacks MADV_GUARD_INSTALL
 
-  mutable std::mutex mu_;
-  std::vector<std::pair<char*, std::size_t>> regions_;  // mu_
-  char* carve_next_ = nullptr;                          // mu_: next unused slot
-  char* carve_end_ = nullptr;                           // mu_
-  std::vector<char*> dirty_;                            // mu_: freed, pages still committed
-  std::vector<char*> clean_;                            // mu_: freed and trimmed
-  std::size_t dirty_low_ = 0;   // mu_: fewest dirty stacks seen since the last trim
-  std::uint64_t reserved_ = 0;  // mu_
+  mutable ThreadMutex mu_;
+  std::vector<std::pair<char*, std::size_t>> regions_ ABSL_GUARDED_BY(mu_);
+  char* carve_next_ ABSL_GUARDED_BY(mu_) = nullptr;  // next unused slot
+  char* carve_end_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<char*> dirty_ ABSL_GUARDED_BY(mu_);  // freed, pages still committed
+  std::vector<char*> clean_ ABSL_GUARDED_BY(mu_);  // freed and trimmed
+  std::size_t dirty_low_ ABSL_GUARDED_BY(mu_) = 0;  // fewest dirty stacks since the last trim
+  std::uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // A worker's private stack cache. Only its worker touches it.

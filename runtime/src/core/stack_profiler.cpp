@@ -57,7 +57,7 @@ void StackProfiler::record(const std::string* name, char* stack, bool unwound) n
   std::memset(low, 0, used);  // the next fiber on this stack starts from zeros again
   const std::size_t bucket = (used + 63) / 64 * 64;
   try {
-    std::lock_guard lock(mu_);
+    ThreadMutexLock lock(mu_);
     PerName& p = by_name_[name ? *name : std::string()];
     ++p.count;
     if (unwound) ++p.unwound;
@@ -86,7 +86,7 @@ void write_json_string(std::FILE* f, const std::string& s) {
 }  // namespace
 
 void StackProfiler::write() const {
-  std::lock_guard lock(mu_);
+  ThreadMutexLock lock(mu_);
   std::FILE* f = std::fopen(path_.c_str(), "w");
   if (!f) {
     std::fprintf(stderr, "weft: stack profile: cannot write %s: %s\n", path_.c_str(),

@@ -24,6 +24,8 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+
+#include "core/thread_mutex.hpp"
 #include <string>
 
 namespace weft::detail {
@@ -53,8 +55,8 @@ class StackProfiler {
   const std::string path_;
   const std::size_t stack_size_;
   const std::size_t page_;
-  mutable std::mutex mu_;
-  std::map<std::string, PerName> by_name_;  // mu_
+  mutable ThreadMutex mu_;
+  std::map<std::string, PerName> by_name_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace weft::detail

@@ -14,15 +14,15 @@ constexpr auto kIdleExit = std::chrono::seconds(10);
 }
 
 BlockingPool::~BlockingPool() {
-  std::unique_lock lock(mu_);
+  ThreadMutexLock lock(mu_);
   stop_ = true;
   cv_.notify_all();
-  exited_cv_.wait(lock, [&] { return alive_ == 0; });
+  exited_cv_.wait(mu_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return alive_ == 0; });
 }
 
 void BlockingPool::submit(Job* job) {
   inflight_.fetch_add(1, std::memory_order_acq_rel);
-  std::lock_guard lock(mu_);
+  ThreadMutexLock lock(mu_);
   queue_.push_back(job);
   if (idle_ > 0) {
     cv_.notify_one();
@@ -44,30 +44,32 @@ void BlockingPool::thread_main() {
   pthread_setname_np(pthread_self(), "weft-blocking");
   {
     OwnThread own;  // unregistered before the pool may see this thread as gone
-    std::unique_lock lock(mu_);
+    ThreadMutexLock lock(mu_);
     for (;;) {
       if (!queue_.empty()) {
         Job* job = queue_.front();
         queue_.pop_front();
         // More jobs wait and nobody is free to take them: add a thread before running ours.
         if (!queue_.empty() && idle_ == 0 && alive_ < max_threads_) start_thread_locked();
-        lock.unlock();
+        mu_.unlock();
         job->fn(job->arg);
         const Waker waker = job->waker;  // the job record dies once its fiber resumes
         completed_.fetch_add(1, std::memory_order_relaxed);
         waker.wake();
         inflight_.fetch_sub(1, std::memory_order_acq_rel);
-        lock.lock();
+        mu_.lock();
         continue;
       }
       if (stop_) break;
       ++idle_;
-      const bool woke = cv_.wait_for(lock, kIdleExit, [&] { return stop_ || !queue_.empty(); });
+      const bool woke = cv_.wait_for(mu_, kIdleExit, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || !queue_.empty();
+      });
       --idle_;
       if (!woke) break;  // idle too long: leave
     }
   }
-  std::lock_guard lock(mu_);
+  ThreadMutexLock lock(mu_);
   --alive_;
   threads_alive_.fetch_sub(1, std::memory_order_relaxed);
   exited_cv_.notify_all();

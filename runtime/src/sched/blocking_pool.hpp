@@ -10,6 +10,8 @@
 
 #include <atomic>
 #include <condition_variable>
+
+#include "core/thread_mutex.hpp"
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -38,16 +40,16 @@ class BlockingPool {
 
  private:
   void thread_main();
-  void start_thread_locked();  // mu_ held
+  void start_thread_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const unsigned max_threads_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::condition_variable exited_cv_;
-  std::deque<Job*> queue_;  // mu_
-  unsigned idle_ = 0;       // mu_
-  unsigned alive_ = 0;      // mu_
-  bool stop_ = false;       // mu_
+  ThreadMutex mu_;
+  std::condition_variable_any cv_;
+  std::condition_variable_any exited_cv_;
+  std::deque<Job*> queue_ ABSL_GUARDED_BY(mu_);
+  unsigned idle_ ABSL_GUARDED_BY(mu_) = 0;
+  unsigned alive_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<std::uint64_t> inflight_{0};
   std::atomic<std::uint64_t> completed_{0};
   std::atomic<std::uint64_t> threads_alive_{0};

@@ -56,12 +56,12 @@ void Runtime::wake_idle_worker() noexcept {
   if (!nspinning_.compare_exchange_strong(zero, 1, std::memory_order_acq_rel)) return;
   Worker* target = nullptr;
   {
-    std::lock_guard lock(idle_mu_);
+    ThreadMutexLock lock(idle_mu_);
     if (!sleepers_.empty()) {
       target = sleepers_.back();
       sleepers_.pop_back();
-      target->asleep = false;
-      target->counted_spinning = true;
+      idle_slots_[target->index].asleep = false;
+      idle_slots_[target->index].counted_spinning = true;
       nsleeping_.fetch_sub(1, std::memory_order_seq_cst);
     }
   }
@@ -76,8 +76,8 @@ void Runtime::wake_idle_worker() noexcept {
 void Runtime::wake_all() noexcept {
   std::vector<Worker*> all;
   {
-    std::lock_guard lock(idle_mu_);
-    for (Worker* w : sleepers_) w->asleep = false;
+    ThreadMutexLock lock(idle_mu_);
+    for (Worker* w : sleepers_) idle_slots_[w->index].asleep = false;
     all.swap(sleepers_);
     nsleeping_.store(0, std::memory_order_seq_cst);
   }
@@ -137,22 +137,22 @@ bool Runtime::poll_or_sleep(Worker& w) {
     return true;
   }
   {
-    std::lock_guard lock(idle_mu_);
+    ThreadMutexLock lock(idle_mu_);
     sleepers_.push_back(&w);
-    w.asleep = true;
-    w.counted_spinning = false;
+    idle_slots_[w.index].asleep = true;
+    idle_slots_[w.index].counted_spinning = false;
     nsleeping_.fetch_add(1, std::memory_order_seq_cst);
   }
   if (!queues_empty() || stopping() || !polling_.load(std::memory_order_seq_cst)) {
     // Work arrived, or the poller seat became free (someone must keep time): don't sleep.
-    std::lock_guard lock(idle_mu_);
-    if (w.asleep) {
-      w.asleep = false;
+    ThreadMutexLock lock(idle_mu_);
+    if (idle_slots_[w.index].asleep) {
+      idle_slots_[w.index].asleep = false;
       std::erase(sleepers_, &w);
       nsleeping_.fetch_sub(1, std::memory_order_seq_cst);
       return false;
     }
-    w.spinning = w.counted_spinning;  // a waker took us off the list (and maybe counted us)
+    w.spinning = idle_slots_[w.index].counted_spinning;  // a waker took us off the list (and maybe counted us)
     return true;
   }
   for (;;) {
@@ -161,9 +161,9 @@ bool Runtime::poll_or_sleep(Worker& w) {
       // Only the waker that takes us off the list counts: a late increment of wake_seq from an
       // earlier wake-up must not end this sleep. We read the sequence under the lock while still
       // listed, so the wake that unlists us bumps it after this read and the futex returns.
-      std::lock_guard lock(idle_mu_);
-      if (!w.asleep) {
-        w.spinning = w.counted_spinning;
+      ThreadMutexLock lock(idle_mu_);
+      if (!idle_slots_[w.index].asleep) {
+        w.spinning = idle_slots_[w.index].counted_spinning;
         return true;
       }
       seq = w.wake_seq.load(std::memory_order_acquire);

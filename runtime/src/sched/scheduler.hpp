@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "core/fiber.hpp"
+#include "core/thread_mutex.hpp"
 #include "sched/worker.hpp"
 #include "weft/detail/poller.hpp"
 #include "weft/runtime.hpp"
@@ -150,8 +151,15 @@ class Runtime {
   boost::lockfree::queue<Fiber*> gq_{1024};
   std::atomic<std::int64_t> gq_size_{0};
 
-  std::mutex idle_mu_;
-  std::vector<Worker*> sleepers_;  // idle_mu_
+  // A worker's place in the idle protocol, guarded by idle_mu_ (indexed by Worker::index).
+  struct IdleSlot {
+    bool asleep = false;            // on sleepers_
+    bool counted_spinning = false;  // the waker that unlisted it counted it in nspinning_
+                                    // (wake_all does not)
+  };
+  ThreadMutex idle_mu_;
+  std::vector<Worker*> sleepers_ ABSL_GUARDED_BY(idle_mu_);
+  std::vector<IdleSlot> idle_slots_ ABSL_GUARDED_BY(idle_mu_);
   std::atomic<int> nsleeping_{0};  // == sleepers_.size(), readable without the lock
   std::atomic<int> nspinning_{0};
   std::atomic<bool> polling_{false};       // a worker holds the poller seat (inside poll())

@@ -19,7 +19,7 @@ TimerHeap::~TimerHeap() {
 }
 
 bool TimerHeap::add(Timer* t) {
-  std::lock_guard lock(mu_);
+  ThreadMutexLock lock(mu_);
   WEFT_ASSERT(t->heap_index < 0, "timer armed twice");
   heap_.push_back(t);
   place(heap_.size() - 1, t);
@@ -30,7 +30,7 @@ bool TimerHeap::add(Timer* t) {
 
 bool TimerHeap::cancel(Timer* t) noexcept {
   {
-    std::lock_guard lock(mu_);
+    ThreadMutexLock lock(mu_);
     if (t->heap_index >= 0) {
       remove_at(static_cast<std::size_t>(t->heap_index));
       publish_earliest();
@@ -51,7 +51,7 @@ std::uint64_t TimerHeap::run_due(std::int64_t now, std::size_t slot) noexcept {
   for (;;) {
     Timer* t;
     {
-      std::lock_guard lock(mu_);
+      ThreadMutexLock lock(mu_);
       if (heap_.empty() || heap_.front()->when_ns > now) {
         publish_earliest();
         return fired;
@@ -68,7 +68,7 @@ std::uint64_t TimerHeap::run_due(std::int64_t now, std::size_t slot) noexcept {
 }
 
 std::size_t TimerHeap::size() const noexcept {
-  std::lock_guard lock(mu_);
+  ThreadMutexLock lock(mu_);
   return heap_.size();
 }
 

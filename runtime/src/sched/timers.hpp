@@ -15,6 +15,8 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+
+#include "core/thread_mutex.hpp"
 #include <vector>
 
 #include "weft/detail/park.hpp"
@@ -46,19 +48,19 @@ class TimerHeap {
   std::size_t size() const noexcept;
 
  private:
-  void sift_up(std::size_t i) noexcept;
-  void sift_down(std::size_t i) noexcept;
-  void remove_at(std::size_t i) noexcept;
-  void place(std::size_t i, Timer* t) noexcept {
+  void sift_up(std::size_t i) noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void sift_down(std::size_t i) noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void remove_at(std::size_t i) noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void place(std::size_t i, Timer* t) noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     heap_[i] = t;
     t->heap_index = static_cast<std::int32_t>(i);
   }
-  void publish_earliest() noexcept {
+  void publish_earliest() noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     earliest_.store(heap_.empty() ? kNever : heap_.front()->when_ns, std::memory_order_seq_cst);
   }
 
-  mutable std::mutex mu_;
-  std::vector<Timer*> heap_;  // mu_
+  mutable ThreadMutex mu_;
+  std::vector<Timer*> heap_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::int64_t> earliest_{kNever};
   // firing_[slot]: the timer whose callback caller `slot` is running; set under mu_ when the
   // timer is popped, cleared (release) after the callback returned.

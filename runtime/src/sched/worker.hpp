@@ -1,7 +1,7 @@
 // Worker: one per kernel thread of the runtime (Go's P and M in one). Its fields are grouped by
 // who may touch them: the owner thread only; its queues (lock-free, stealable); counters written
-// by the owner and summed by stats() and the monitor; the monitor's view; and the sleep state
-// guarded by Runtime::idle_mu_. Design of the scheduler in scheduler.hpp.
+// by the owner and summed by stats() and the monitor; the monitor's view; and the futex word it
+// sleeps on (its list membership is Runtime::idle_slots_, guarded by Runtime::idle_mu_). Design of the scheduler in scheduler.hpp.
 #pragma once
 
 #include <atomic>
@@ -78,9 +78,6 @@ struct alignas(64) Worker {
 
   // Sleeping.
   std::atomic<std::uint32_t> wake_seq{0};  // futex word
-  bool asleep = false;                     // guarded by Runtime::idle_mu_: on the sleepers list
-  bool counted_spinning = false;           // idle_mu_: the waker that unlisted it counted it
-                                           // in nspinning_ (wake_all does not)
   bool spinning = false;                   // owner: counted in Runtime::nspinning_
   void* altstack = nullptr;                // owner: sigaltstack for the overflow handler
 

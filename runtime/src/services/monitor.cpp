@@ -45,7 +45,7 @@ Monitor::Monitor(Runtime& rt) : rt_(rt) {
 
 Monitor::~Monitor() {
   {
-    std::lock_guard lock(mu_);
+    ThreadMutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -58,11 +58,11 @@ void Monitor::loop() {
   std::int64_t tick = 10 * kMs;
   if (threshold > 0 && threshold / 5 < tick) tick = std::max<std::int64_t>(threshold / 5, kMs);
   std::int64_t last_trim = 0;
-  std::unique_lock lock(mu_);
+  ThreadMutexLock lock(mu_);
   while (!stop_) {
-    cv_.wait_for(lock, std::chrono::nanoseconds(tick));
+    cv_.wait_for(mu_, std::chrono::nanoseconds(tick));
     if (stop_) break;
-    lock.unlock();
+    mu_.unlock();
     const std::int64_t now = now_ns();
     rt_.set_coarse_now(now);
     if (threshold > 0) check_watchdog(now);
@@ -83,7 +83,7 @@ void Monitor::loop() {
       rt_.stacks().trim();
       last_trim = now;
     }
-    lock.lock();
+    mu_.lock();
   }
 }
 

@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <condition_variable>
+
+#include "core/thread_mutex.hpp"
 #include <cstdint>
 #include <mutex>
 #include <thread>
@@ -34,9 +36,9 @@ class Monitor {
   static bool outside_threads_may_wake();
 
   Runtime& rt_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;  // mu_
+  ThreadMutex mu_;
+  std::condition_variable_any cv_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<std::uint64_t> reports_{0};
   std::uint64_t quiet_switches_ = ~0ull;
   int quiet_checks_ = 0;

@@ -26,7 +26,7 @@ using detail::WaitReason;
 // return.
 template <class GiveBack>
 void queue_and_park(SpinLock& guard, WaitList& list, WaitNode& node, WaitReason reason,
-                    GiveBack give_back, bool front = false) {
+                    GiveBack give_back, bool front = false) ABSL_UNLOCK_FUNCTION(guard) {
   node.waker = detail::Waker::current();
   node.grant = 0;
   if (front) {
@@ -36,7 +36,7 @@ void queue_and_park(SpinLock& guard, WaitList& list, WaitNode& node, WaitReason 
   }
   std::uint32_t granted = 0;
   try {
-    detail::park_unlocking(guard, reason, [&](bool) {
+    detail::park_unlocking(guard, reason, [&](bool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard) {
       if (node.linked) {
         list.remove(&node);
       } else {
@@ -160,7 +160,7 @@ void CondVar::wait(std::unique_lock<Mutex>& lock) {
   Mutex* const mutex = lock.mutex();
   detail::park_unlocking(
       guard_, WaitReason::kCondVar,
-      [&](bool parked) {
+      [&](bool parked) ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_) {
         if (node.linked) waiters_.remove(&node);
         if (parked) lock.release();  // the commit unlocked it; the unique_lock must not again
       },
@@ -202,7 +202,7 @@ std::cv_status CondVar::wait_until(std::unique_lock<Mutex>& lock,
   // As in wait(); the timeout timer is armed by the commit and its callback takes guard_.
   detail::park_unlocking(
       guard_, WaitReason::kCondVar,
-      [&](bool parked) {
+      [&](bool parked) ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_) {
         if (w.node.linked) waiters_.remove(&w.node);
         if (parked) lock.release();
       },

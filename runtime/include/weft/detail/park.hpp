@@ -19,6 +19,8 @@
 // lock then, and commit has not run.
 #pragma once
 
+#include <absl/base/thread_annotations.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -130,16 +132,19 @@ struct NoParkHook {
   void operator()() const noexcept {}
 };
 
+// (Clang's thread-safety analysis sees the release of `lock`; the body, whose commit unlocks
+// through a void*, is not analysed. A withdraw lambda says ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock).)
 template <class Lock, class Withdraw, class AfterUnlock = NoParkHook>
 void park_unlocking(Lock& lock, WaitReason reason, Withdraw&& withdraw,
                     AfterUnlock after_unlock = {}, Timer* timer = nullptr,
-                    std::int64_t reason_arg = -1) {
+                    std::int64_t reason_arg = -1) ABSL_UNLOCK_FUNCTION(lock)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
   struct Commit {
     Lock* lock;
     Timer* timer;
     AfterUnlock* after_unlock;
     bool committed;
-    static bool run(void* a) {
+    static bool run(void* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
       auto* c = static_cast<Commit*>(a);
       // Everything is read before the unlock: after it the caller may resume and return.
       Lock* const l = c->lock;

@@ -1,0 +1,239 @@
+// StackPool and StackCache (runtime/src/core/stack_pool.hpp), tested directly without a runtime:
+// the stack size rounds up to whole pages (at least two), a stack is writable from its lowest
+// byte to its top and the page below it is a guard (touching it kills the process), stacks are
+// distinct and do not overlap, reserved_bytes() grows by whole regions, a worker cache is LIFO and
+// overflows its older half to the shared pool, drain() moves a cache to the shared pool, acquire()
+// refills from it (committed stacks first), trim() releases only shared stacks that stayed unused
+// for a whole interval beyond the hot set (their pages read back as zeros), and several threads
+// with their own caches never get the same stack at once.
+#include "core/stack_pool.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "../test_util.hpp"
+
+namespace {
+
+using weft::detail::StackCache;
+using weft::detail::StackPool;
+
+std::size_t page() { return static_cast<std::size_t>(sysconf(_SC_PAGESIZE)); }
+
+TEST(StackPool, StackSizeRoundsUpToWholePagesAndAtLeastTwo) {
+  const std::size_t p = page();
+  EXPECT_EQ(StackPool(1, true).stack_size(), 2 * p);
+  EXPECT_EQ(StackPool(2 * p + 1, true).stack_size(), 3 * p);
+  EXPECT_EQ(StackPool(16 * p, false).stack_size(), 16 * p);
+  StackPool pool(64 << 10, true);
+  EXPECT_EQ(pool.page_size(), p);
+  EXPECT_TRUE(pool.guard_pages());
+  EXPECT_FALSE(StackPool(64 << 10, false).guard_pages());
+}
+
+TEST(StackPool, StacksAreWritableDistinctAndReservedInWholeRegions) {
+  for (const bool guard : {true, false}) {
+    SCOPED_TRACE(guard ? "guard pages" : "no guard pages");
+    StackPool pool(16 << 10, guard);
+    StackCache cache;
+    EXPECT_EQ(pool.reserved_bytes(), 0u) << "nothing is mapped before the first acquire";
+    const std::size_t size = pool.stack_size();
+    const std::size_t slot = size + (guard ? pool.page_size() : 0);
+    std::vector<char*> stacks;
+    for (int i = 0; i < 300; ++i) {
+      char* s = pool.acquire(cache);
+      ASSERT_NE(s, nullptr);
+      ASSERT_EQ(reinterpret_cast<std::uintptr_t>(s) % pool.page_size(), 0u);
+      std::memset(s, i & 0xff, size);  // the whole stack, lowest byte to top
+      stacks.push_back(s);
+    }
+    // 300 stacks: two regions of 256 slots each.
+    EXPECT_EQ(pool.reserved_bytes(), 2 * 256 * slot);
+    std::vector<char*> sorted = stacks;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 1; i < sorted.size(); ++i) {
+      ASSERT_GE(static_cast<std::size_t>(sorted[i] - sorted[i - 1]), size) << "overlapping stacks";
+    }
+    for (int i = 0; i < 300; ++i) {
+      char* s = stacks[static_cast<std::size_t>(i)];
+      ASSERT_EQ(s[0], static_cast<char>(i & 0xff));
+      ASSERT_EQ(s[size - 1], static_cast<char>(i & 0xff));
+    }
+    for (char* s : stacks) pool.release(cache, s);
+    pool.drain(cache);
+  }
+}
+
+TEST(StackPoolDeathTest, ThePageBelowAStackIsAGuard) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        StackPool pool(16 << 10, true);
+        StackCache cache;
+        char* s = pool.acquire(cache);
+        s[0] = 1;  // usable
+        *static_cast<volatile char*>(s - 1) = 1;  // the guard page
+        std::fprintf(stderr, "wrote to the guard page\n");
+        std::_Exit(0);
+      },
+      "");
+}
+
+TEST(StackPool, CacheIsLifoAndOverflowsItsOlderHalfToTheSharedPool) {
+  StackPool pool(16 << 10, true);
+  StackCache cache;
+  char* a = pool.acquire(cache);
+  pool.release(cache, a);
+  EXPECT_EQ(pool.acquire(cache), a) << "the cache hands back the stack it just got";
+  pool.release(cache, a);
+  pool.drain(cache);
+
+  StackCache c2;
+  std::vector<char*> stacks;
+  const std::size_t n = StackCache::kMax + 1;
+  for (std::size_t i = 0; i < n; ++i) stacks.push_back(pool.acquire(c2));
+  // acquire() refilled c2 from the shared pool (the one drained stack) and carved the rest.
+  EXPECT_EQ(pool.cached(), 0u);
+  for (std::size_t i = 0; i < StackCache::kMax; ++i) pool.release(c2, stacks[i]);
+  EXPECT_EQ(c2.stacks.size(), StackCache::kMax);
+  EXPECT_EQ(pool.cached(), 0u);
+  pool.release(c2, stacks[StackCache::kMax]);  // overflow: the older half goes to the shared pool
+  EXPECT_EQ(pool.cached(), StackCache::kMax / 2);
+  EXPECT_EQ(c2.stacks.size(), StackCache::kMax / 2 + 1);
+  EXPECT_EQ(c2.stacks.back(), stacks[StackCache::kMax]);
+  EXPECT_EQ(c2.stacks.front(), stacks[StackCache::kMax / 2]) << "the newest half stays";
+  pool.drain(c2);
+  EXPECT_TRUE(c2.stacks.empty());
+  EXPECT_EQ(pool.cached(), StackCache::kMax + 1);
+}
+
+TEST(StackPool, AcquireRefillsAnEmptyCacheFromTheSharedPoolInABatch) {
+  StackPool pool(16 << 10, false);
+  StackCache c;
+  std::vector<char*> stacks;
+  for (int i = 0; i < 40; ++i) stacks.push_back(pool.acquire(c));
+  const std::uint64_t reserved = pool.reserved_bytes();
+  for (char* s : stacks) pool.release(c, s);
+  pool.drain(c);
+  EXPECT_EQ(pool.cached(), 40u);
+  StackCache other;
+  std::set<char*> got;
+  got.insert(pool.acquire(other));
+  const std::size_t batch = 40 - pool.cached();
+  EXPECT_GT(batch, 1u) << "one lock round trip should bring several stacks";
+  EXPECT_EQ(other.stacks.size(), batch - 1);
+  for (int i = 1; i < 40; ++i) got.insert(pool.acquire(other));
+  EXPECT_EQ(got, std::set<char*>(stacks.begin(), stacks.end())) << "reuses before carving";
+  EXPECT_EQ(pool.cached(), 0u);
+  EXPECT_EQ(pool.reserved_bytes(), reserved);
+  for (char* s : got) pool.release(other, s);
+  pool.drain(other);
+}
+
+TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondTheHotSet) {
+  constexpr std::size_t kStacks = 300;
+  constexpr std::size_t kHot = 256;  // kSharedHotStacks in stack_pool.cpp
+  StackPool pool(16 << 10, true);
+  StackCache c;
+  std::vector<char*> stacks;
+  for (std::size_t i = 0; i < kStacks; ++i) {
+    char* s = pool.acquire(c);
+    std::memset(s, 0x5a, pool.stack_size());
+    stacks.push_back(s);
+  }
+  for (char* s : stacks) pool.release(c, s);
+  pool.drain(c);
+  ASSERT_EQ(pool.cached(), kStacks);
+  auto zeroed = [&] {
+    std::size_t n = 0;
+    for (char* s : stacks) {  // pool-owned memory, still mapped: peek at it
+      const bool low = s[0] == 0, top = s[pool.stack_size() - 1] == 0;
+      EXPECT_EQ(low, top);
+      n += low;
+    }
+    return n;
+  };
+  pool.trim();  // the first interval starts now: nothing was idle for a whole one yet
+  EXPECT_EQ(zeroed(), 0u);
+  // One batch taken and given back during the interval: the low-water mark is 300 - batch.
+  StackCache other;
+  char* s = pool.acquire(other);
+  const std::size_t batch = kStacks - pool.cached();
+  pool.release(other, s);
+  pool.drain(other);
+  ASSERT_EQ(pool.cached(), kStacks);
+  pool.trim();
+  EXPECT_EQ(zeroed(), kStacks - batch - kHot);
+  EXPECT_EQ(pool.cached(), kStacks) << "trimmed stacks stay in the pool";
+  pool.trim();  // a full idle interval more: everything beyond the hot set
+  EXPECT_EQ(zeroed(), kStacks - kHot);
+  pool.trim();
+  EXPECT_EQ(zeroed(), kStacks - kHot);
+  // Committed stacks are handed out first, then the trimmed (clean) ones, all of them usable.
+  std::size_t clean_seen = 0;
+  bool dirty_after_clean = false;
+  std::vector<char*> again;
+  for (std::size_t i = 0; i < kStacks; ++i) {
+    char* x = pool.acquire(c);
+    if (x[0] == 0) {
+      ++clean_seen;
+    } else if (clean_seen) {
+      dirty_after_clean = true;
+    }
+    std::memset(x, 1, pool.stack_size());
+    again.push_back(x);
+  }
+  EXPECT_EQ(clean_seen, kStacks - kHot);
+  EXPECT_FALSE(dirty_after_clean) << "a trimmed stack was handed out before a committed one";
+  for (char* x : again) pool.release(c, x);
+  pool.drain(c);
+}
+
+// Each thread owns its cache; the shared pool is under the lock. No stack is ever held by two
+// threads at once: each writes its mark over the stack and finds it intact before releasing.
+TEST(StackPool, ThreadsWithTheirOwnCachesNeverShareAStack) {
+  constexpr int kThreads = 4;
+  const int kIters = static_cast<int>(weft_test::scaled(20000));
+  StackPool pool(16 << 10, true);
+  std::atomic<int> clashes{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      StackCache cache;
+      std::vector<char*> held;
+      const std::uint32_t mark = 0xC0DE0000u | static_cast<std::uint32_t>(t);
+      for (int i = 0; i < kIters; ++i) {
+        if (held.size() < 100 && (i % 7 != 3 || held.empty())) {
+          char* s = pool.acquire(cache);
+          std::memcpy(s, &mark, sizeof mark);
+          std::memcpy(s + pool.stack_size() - sizeof mark, &mark, sizeof mark);
+          held.push_back(s);
+        } else {
+          char* s = held.back();
+          held.pop_back();
+          std::uint32_t lo, hi;
+          std::memcpy(&lo, s, sizeof lo);
+          std::memcpy(&hi, s + pool.stack_size() - sizeof hi, sizeof hi);
+          if (lo != mark || hi != mark) clashes.fetch_add(1);
+          pool.release(cache, s);
+        }
+        if (i % 1000 == 999) pool.drain(cache);
+      }
+      for (char* s : held) pool.release(cache, s);
+      pool.drain(cache);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(clashes.load(), 0);
+  // At most 4 * 100 stacks were ever held at once, plus what sat in caches: a few regions.
+  EXPECT_LE(pool.reserved_bytes(), 8u * 256 * (pool.stack_size() + pool.page_size()));
+  EXPECT_GT(pool.cached(), 0u);
+}
+
+}  // namespace
