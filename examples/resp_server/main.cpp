@@ -19,8 +19,8 @@
 #include <string>
 #include <weft/weft.hpp>
 
-#include "../listen_announced.hpp"
-#include "../shutdown_signal.hpp"
+#include "common/listen_announced.hpp"
+#include "common/shutdown_signal.hpp"
 #include "resp_server.hpp"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:6379", "address to listen on, HOST:PORT");

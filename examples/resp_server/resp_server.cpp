@@ -11,7 +11,7 @@
 #include <string>
 #include <weft/weft.hpp>
 
-#include "../linger_close.hpp"
+#include "common/linger_close.hpp"
 #include "resp_commands.hpp"
 
 namespace resp {

@@ -9,7 +9,7 @@
 // draining a bounded channel, and a client too slow to keep up is dropped. A line longer than
 // --max_line ends its connection with an error; control bytes and invalid UTF-8 are replaced.
 // Prints "listening on HOST:PORT" once ready; SIGINT/SIGTERM shut it down cleanly.
-#include "chat/chat_server.hpp"
+#include "chat_server/chat_server.hpp"
 
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
@@ -20,8 +20,8 @@
 #include <string>
 #include <weft/weft.hpp>
 
-#include "listen_announced.hpp"
-#include "shutdown_signal.hpp"
+#include "common/listen_announced.hpp"
+#include "common/shutdown_signal.hpp"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070", "address to listen on, HOST:PORT");
 ABSL_FLAG(int, workers, 0, "weft workers (0: all CPUs)");

@@ -21,8 +21,8 @@
 #include <string>
 #include <weft/weft.hpp>
 
-#include "listen_announced.hpp"
-#include "shutdown_signal.hpp"
+#include "common/listen_announced.hpp"
+#include "common/shutdown_signal.hpp"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:8080", "address to listen on, HOST:PORT");
 ABSL_FLAG(int, workers, 0, "weft workers (0: all CPUs)");

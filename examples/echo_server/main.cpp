@@ -16,9 +16,9 @@
 #include <optional>
 #include <weft/weft.hpp>
 
-#include "listen_announced.hpp"
-#include "process_stats.hpp"
-#include "shutdown_signal.hpp"
+#include "common/listen_announced.hpp"
+#include "common/process_stats.hpp"
+#include "common/shutdown_signal.hpp"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "address to listen on, HOST:PORT");
 ABSL_FLAG(int, workers, 0, "weft workers (0: all CPUs)");

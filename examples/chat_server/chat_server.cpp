@@ -13,7 +13,7 @@
 #include <vector>
 #include <weft/weft.hpp>
 
-#include "../linger_close.hpp"
+#include "common/linger_close.hpp"
 
 namespace chat {
 
