@@ -14,7 +14,7 @@
 #include "poll_desc.hpp"
 
 namespace weft::net {
-namespace detail {
+using namespace weft::net::detail;  // the descriptor operations of poll_desc.hpp
 namespace {
 
 std::int64_t to_deadline_ns(TimePoint t) {
@@ -160,5 +160,4 @@ absl::Status Stream::shutdown_write() {
   return absl::OkStatus();
 }
 
-}  // namespace detail
 }  // namespace weft::net

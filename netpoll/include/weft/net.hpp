@@ -33,39 +33,51 @@ namespace weft::net {
 using TimePoint = std::chrono::steady_clock::time_point;
 
 namespace detail {
-struct PollDesc;
+struct PollDesc;  // the netpoller's per-fd record (netpoll/src/poll_desc.hpp)
+}  // namespace detail
 
-// An open non-blocking socket registered with the netpoller. Move-only; closes on destruction.
+// What every socket type below has: an open non-blocking fd registered with the netpoller.
+// Move-only; closes on destruction. A default-constructed or moved-from socket is closed
+// (is_open() false, fd() -1). Sockets come from listen_*/dial_*/accept; the constructor from an
+// fd and a descriptor is the net layer's own.
 class Socket {
  public:
   Socket() = default;
-  Socket(int fd, PollDesc* pd) noexcept : fd_(fd), pd_(pd) {}
+  Socket(int fd, detail::PollDesc* pd) noexcept : fd_(fd), pd_(pd) {}
   Socket(Socket&& o) noexcept;
   Socket& operator=(Socket&& o) noexcept;
   Socket(const Socket&) = delete;
   Socket& operator=(const Socket&) = delete;
   ~Socket() { close(); }
 
+  // The fd, -1 once closed. Still owned by the socket: do not close it yourself.
   int fd() const noexcept { return fd_.load(std::memory_order_acquire); }
   bool is_open() const noexcept { return fd() >= 0; }
-  // Wakes fibers blocked on this socket (they fail with kFailedPrecondition) and closes the fd.
+  // Wakes fibers blocked on this socket (they fail with kFailedPrecondition) and closes the fd
+  // once no call is using it any more. Callable from any fiber or plain thread; idempotent.
   void close() noexcept;
+  // Absolute deadlines (steady_clock), sticky until changed; TimePoint{} clears. A passed
+  // deadline fails calls in progress and later ones with kDeadlineExceeded; setting one from
+  // another fiber interrupts a blocked call. set_deadline sets both directions (for a listener,
+  // the one that accept() uses).
   void set_deadline(TimePoint t);
   void set_read_deadline(TimePoint t);
   void set_write_deadline(TimePoint t);
+  // The bound local address as "host:port" ("[v6]:port" for IPv6; the path for Unix sockets).
   std::string local_addr() const;
 
  protected:
-  PollDesc* pd() const noexcept { return pd_.load(std::memory_order_acquire); }
+  detail::PollDesc* pd() const noexcept { return pd_.load(std::memory_order_acquire); }
 
  private:
   // Atomic because close() may come from another fiber while a call is in progress; a call holds
   // a reference on the descriptor, so the fd stays valid until it leaves (poll_desc.hpp).
   std::atomic<int> fd_{-1};
-  std::atomic<PollDesc*> pd_{nullptr};
+  std::atomic<detail::PollDesc*> pd_{nullptr};
 };
 
-// TcpStream and UnixStream: a connected byte stream.
+// What TcpStream and UnixStream have: a connected byte stream. One fiber may read while another
+// writes; a second concurrent reader (or writer) gets kFailedPrecondition.
 class Stream : public Socket {
  public:
   using Socket::Socket;
@@ -80,21 +92,24 @@ class Stream : public Socket {
   absl::Status write_all(std::string_view s);
   // Half-close: the peer reads end of stream; this side can still read.
   absl::Status shutdown_write();
+  // The peer's address as "host:port" (Unix sockets: its path, often empty).
   std::string peer_addr() const;
 };
-}  // namespace detail
 
-class TcpStream : public detail::Stream {
+// A TCP connection (TCP_NODELAY on): everything of Stream and Socket.
+class TcpStream : public Stream {
  public:
   using Stream::Stream;
 };
 
-class UnixStream : public detail::Stream {
+// A Unix-domain stream connection: everything of Stream and Socket.
+class UnixStream : public Stream {
  public:
   using Stream::Stream;
 };
 
-class TcpListener : public detail::Socket {
+// A listening TCP socket (SO_REUSEADDR): accept() plus everything of Socket.
+class TcpListener : public Socket {
  public:
   using Socket::Socket;
   // Parks until a connection arrives. On EMFILE/ENFILE it backs off and retries (reporting once
@@ -103,7 +118,8 @@ class TcpListener : public detail::Socket {
   absl::StatusOr<TcpStream> accept();
 };
 
-class UnixListener : public detail::Socket {
+// A listening Unix-domain socket: accept() plus everything of Socket.
+class UnixListener : public Socket {
  public:
   UnixListener() = default;
   UnixListener(int fd, detail::PollDesc* pd, std::string path) noexcept
@@ -118,7 +134,8 @@ class UnixListener : public detail::Socket {
   std::string path_;  // the socket file, unlinked on destruction (as Go does on Close)
 };
 
-class UdpSocket : public detail::Socket {
+// A UDP socket bound by listen_udp: datagrams plus everything of Socket.
+class UdpSocket : public Socket {
  public:
   using Socket::Socket;
   // Receives one datagram (truncated to buf.size()); *from gets the sender's "host:port".
