@@ -3,6 +3,7 @@
 // file unlinked by the listener's destruction or move-assignment, dial errors), IPv6 loopback (TCP
 // and UDP), and wait_readable / wait_writable on pipes and socketpairs (parking, deadlines, many
 // fds at once and repeatedly, both directions on one fd, weft sockets refused).
+// Tests marked `// Regression:` pin bugs these tests found and netpoll fixed.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>

@@ -17,12 +17,12 @@ void queue_and_park(ChanCore* c, WaiterQueue& q, ChanWaiter& w, bool is_recv)
   q.push_back(&w);
   park_unlocking(c->lock, is_recv ? WaitReason::kChanRecv : WaitReason::kChanSend,
                  [&](bool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->lock) {
-    if (w.linked) {
-      q.remove(&w);
-    } else if (is_recv && w.success) {
-      c->destroy_elem(w.slot);
-    }
-  });
+                   if (w.linked) {
+                     q.remove(&w);
+                   } else if (is_recv && w.success) {
+                     c->destroy_elem(w.slot);
+                   }
+                 });
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ class WaiterQueue : public IntrusiveList<ChanWaiter> {
   }
 };
 
-struct ChanTimer;
+struct TimerChannel;
 
 class ChanCore {
  public:
@@ -85,15 +85,15 @@ class ChanCore {
   SpinLock lock;
   const ElemOps* const ops;
   const std::size_t cap;
-  char* const buf;                     // cap slots of ops->size bytes, right after the core
-  std::atomic<std::size_t> count{0};   // buffered values; written under lock, read anywhere
+  char* const buf;                    // cap slots of ops->size bytes, right after the core
+  std::atomic<std::size_t> count{0};  // buffered values; written under lock, read anywhere
   std::size_t recvx ABSL_GUARDED_BY(lock) = 0;  // next slot to receive from
   std::size_t sendx ABSL_GUARDED_BY(lock) = 0;  // next slot to send into
-  std::atomic<bool> closed{false};     // written under lock
+  std::atomic<bool> closed{false};              // written under lock
   WaiterQueue recvq ABSL_GUARDED_BY(lock);
   WaiterQueue sendq ABSL_GUARDED_BY(lock);
   std::atomic<std::uint32_t> refs{1};  // Chan<T> handles sharing this channel
-  ChanTimer* timer = nullptr;          // set once at creation for after()/Ticker channels
+  TimerChannel* timer = nullptr;       // set once at creation for after()/Ticker channels
 
   void* slot_at(std::size_t i) const noexcept { return buf + i * ops->size; }
 

@@ -59,7 +59,7 @@ struct Locks {
 
 struct SelectCommit {
   Locks locks;
-  Timer* timer;  // null: no timeout, or a plain thread (it times out by itself)
+  TimerEntry* timer;  // null: no timeout, or a plain thread (it times out by itself)
   bool committed = false;
   static bool run(void* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     auto* c = static_cast<SelectCommit*>(a);
@@ -75,13 +75,13 @@ struct SelectCommit {
   }
 };
 
-struct TimeoutTimer {
-  Timer timer;  // first member
+struct SelectTimeout {
+  TimerEntry timer;  // first member
   SelectWait* sel;
   Waker waker;
   std::int32_t index;
-  static void fire(Timer* t) {
-    auto* self = reinterpret_cast<TimeoutTimer*>(t);
+  static void fire(TimerEntry* t) {
+    auto* self = reinterpret_cast<SelectTimeout*>(t);
     std::int32_t expected = -1;
     if (self->sel->fired.compare_exchange_strong(expected, self->index,
                                                  std::memory_order_acq_rel)) {
@@ -233,9 +233,9 @@ std::size_t select_run(SelectCase* cases, std::size_t n) ABSL_NO_THREAD_SAFETY_A
     (sc.kind == SelectCase::kRecv ? sc.chan->recvq : sc.chan->sendq).push_back(&w);
   }
   const bool fiber = me.fiber() != nullptr;
-  TimeoutTimer timeout{{}, &sel, me, static_cast<std::int32_t>(timeout_index)};
+  SelectTimeout timeout{{}, &sel, me, static_cast<std::int32_t>(timeout_index)};
   timeout.timer.when_ns = deadline;
-  timeout.timer.fire = &TimeoutTimer::fire;
+  timeout.timer.fire = &SelectTimeout::fire;
   const bool has_timeout = timeout_index != n;
   SelectCommit commit{locks, fiber && has_timeout ? &timeout.timer : nullptr};
 

@@ -10,7 +10,9 @@
 
 namespace weft {
 namespace {
-std::int64_t deadline_after(std::int64_t d) { return detail::deadline_after_ns(detail::now_ns(), d); }
+std::int64_t deadline_after(std::int64_t d) {
+  return detail::deadline_after_ns(detail::now_ns(), d);
+}
 }  // namespace
 
 Chan<TimePoint> after(std::chrono::nanoseconds d) {

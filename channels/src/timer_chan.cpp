@@ -12,8 +12,8 @@ namespace {
 
 using TimePoint = std::chrono::steady_clock::time_point;
 
-void fire(Timer* t) {
-  auto* ct = reinterpret_cast<ChanTimer*>(t);
+void fire(TimerEntry* t) {
+  auto* ct = reinterpret_cast<TimerChannel*>(t);
   if (ct->stopped.load(std::memory_order_acquire)) {
     // Due, but a stop/reset got in first: that call prevented this value (Go 1.23 counts a
     // send still in progress as not delivered), and it reads this flag after its cancel waited
@@ -38,7 +38,7 @@ void fire(Timer* t) {
 ChanCore* chan_make_timer(std::int64_t first_ns, std::int64_t period_ns) {
   static_assert(std::is_trivially_copyable_v<TimePoint>);
   ChanCore* c = chan_make(1, &kElemOps<TimePoint>);
-  auto ct = std::make_unique<ChanTimer>();
+  auto ct = std::make_unique<TimerChannel>();
   ct->chan = c;
   ct->period_ns = period_ns;
   ct->timer.when_ns = first_ns;
@@ -56,7 +56,7 @@ ChanCore* chan_make_timer(std::int64_t first_ns, std::int64_t period_ns) {
 namespace {
 // Sets `stopped` and cancels twice (see timer_chan.hpp); after it no callback sends. True if
 // the timer was still armed, or was due but its callback stood down because of `stopped`.
-bool disarm(ChanTimer* ct) noexcept {
+bool disarm(TimerChannel* ct) noexcept {
   ct->stopped.store(true, std::memory_order_release);
   bool prevented = timer_cancel(&ct->timer);
   prevented = timer_cancel(&ct->timer) || prevented;
@@ -64,7 +64,7 @@ bool disarm(ChanTimer* ct) noexcept {
 }
 
 // With ct->control held: disarm, then drain a value sent but never received.
-bool stop_and_drain(ChanCore* c, ChanTimer* ct) noexcept {
+bool stop_and_drain(ChanCore* c, TimerChannel* ct) noexcept {
   bool prevented = disarm(ct);
   TimePoint stale;
   if (chan_recv(c, &stale, /*block=*/false) == ChanResult::kOk) prevented = true;
@@ -78,14 +78,14 @@ void chan_stop_timer(ChanCore* c) noexcept {
 
 bool chan_timer_stop(ChanCore* c) noexcept {
   if (!c || !c->timer) return false;
-  ChanTimer* ct = c->timer;
+  TimerChannel* ct = c->timer;
   std::lock_guard lock(ct->control);
   return stop_and_drain(c, ct);
 }
 
 bool chan_timer_reset(ChanCore* c, std::int64_t when_ns) {
   if (!c || !c->timer) throw std::logic_error("weft::Timer::reset: a moved-from Timer");
-  ChanTimer* ct = c->timer;
+  TimerChannel* ct = c->timer;
   std::lock_guard lock(ct->control);
   const bool prevented = stop_and_drain(c, ct);
   ct->timer.when_ns = when_ns;

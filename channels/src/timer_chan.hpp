@@ -1,8 +1,9 @@
-// Timer channels (after(), Ticker): a channel of capacity 1 that owns a runtime Timer. The timer
-// callback sends steady_clock::now() without blocking (a tick nobody took is dropped, as in Go)
-// and, for a ticker, re-arms itself one period later (skipping missed ticks instead of bursting).
+// Timer channels (after(), Ticker): a channel of capacity 1 that owns a runtime TimerEntry. The
+// timer callback sends steady_clock::now() without blocking (a tick nobody took is dropped, as in
+// Go) and, for a ticker, re-arms itself one period later (skipping missed ticks instead of
+// bursting).
 //
-// Lifetime: the ChanTimer is owned by its channel. The last chan_release() stops the timer
+// Lifetime: the TimerChannel is owned by its channel. The last chan_release() stops the timer
 // (timer_cancel waits for a running callback), so the callback never sees a freed channel and
 // holds no reference of its own. stop: `stopped` is set first, then the timer is cancelled
 // twice: the first cancel may wait for a callback that re-armed before it saw `stopped`; the
@@ -19,8 +20,8 @@
 
 namespace weft::detail {
 
-struct ChanTimer {
-  Timer timer;  // first member: the callback recovers the ChanTimer from the Timer*
+struct TimerChannel {
+  TimerEntry timer;  // first member: the callback recovers the TimerChannel from the TimerEntry*
   ChanCore* chan = nullptr;
   std::int64_t period_ns = 0;
   std::atomic<bool> stopped{false};

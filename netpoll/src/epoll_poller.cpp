@@ -1,6 +1,5 @@
 // The epoll poller; design in epoll_poller.hpp.
 #include "epoll_poller.hpp"
-#include "weft/detail/fd_limit.hpp"
 
 #include <signal.h>
 #include <sys/epoll.h>
@@ -16,6 +15,7 @@
 #include <memory>
 
 #include "poll_desc.hpp"
+#include "weft/detail/fd_limit.hpp"
 #include "weft/detail/poller.hpp"
 
 namespace weft::net::detail {

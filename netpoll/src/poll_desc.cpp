@@ -28,7 +28,7 @@ PollDesc* g_free_head = nullptr;  // g_table_mu; FIFO, so a closed slot is reuse
 PollDesc* g_free_tail = nullptr;  // g_table_mu
 std::atomic<std::size_t> g_waiters{0};
 
-void fire_deadline(Timer* t);
+void fire_deadline(TimerEntry* t);
 
 PollDesc* alloc_desc() {
   std::lock_guard lock(g_table_mu);
@@ -73,7 +73,7 @@ void unblock(PollDesc::Side& s) noexcept {
   if (old != PollDesc::kWait) Waker::from_bits(old).wake();
 }
 
-void fire_deadline(Timer* t) {
+void fire_deadline(TimerEntry* t) {
   auto* s = reinterpret_cast<PollDesc::Side*>(reinterpret_cast<char*>(t) -
                                               offsetof(PollDesc::Side, timer));
   s->deadline.store(PollDesc::kExpired, std::memory_order_release);

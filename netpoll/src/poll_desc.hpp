@@ -24,8 +24,8 @@
 // syscall or about to make one.
 //
 // Deadlines (Go semantics: absolute times that stay until changed) live here too, each with a
-// runtime Timer in the descriptor; deadline_mu serialises setters; the timer callback only marks
-// the deadline expired and unblocks.
+// runtime TimerEntry in the descriptor; deadline_mu serialises setters; the timer callback only
+// marks the deadline expired and unblocks.
 #pragma once
 
 #include <atomic>
@@ -37,7 +37,7 @@
 
 namespace weft::net::detail {
 
-using weft::detail::Timer;
+using weft::detail::TimerEntry;
 using weft::detail::Waker;
 
 enum class Mode : std::uint8_t { kRead, kWrite };
@@ -58,7 +58,7 @@ struct PollDesc {
   struct Side {
     std::atomic<std::uintptr_t> slot{kEmpty};
     std::atomic<std::int64_t> deadline{0};  // 0: none; kExpired: passed; else steady ns
-    Timer timer;                            // armed while deadline > 0
+    TimerEntry timer;                       // armed while deadline > 0
     PollDesc* owner = nullptr;
   };
 

@@ -154,8 +154,9 @@ absl::Status connect_fd(int fd, PollDesc* pd, const SockAddr& a, std::int64_t de
 
 std::int64_t deadline_after(std::chrono::nanoseconds timeout) {
   // Saturating: a huge timeout means "practically never", not an overflow into the past.
-  return timeout.count() > 0 ? weft::detail::deadline_after_ns(weft::detail::now_ns(), timeout.count())
-                             : 0;
+  return timeout.count() > 0
+             ? weft::detail::deadline_after_ns(weft::detail::now_ns(), timeout.count())
+             : 0;
 }
 
 }  // namespace

@@ -3,8 +3,6 @@
 // file that sees every layer: core (fibers, stacks), sched (queues, idle path, timers) and the
 // services (monitor, debug info, overflow guard). The scheduler's design is in
 // sched/scheduler.hpp.
-#include "sched/scheduler.hpp"
-
 #include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -17,19 +15,20 @@
 #include <stdexcept>
 #include <string>
 
-#include "sched/blocking_pool.hpp"
-#include "services/debug_info.hpp"
-#include "services/monitor.hpp"
-#include "services/overflow_guard.hpp"
 #include "core/own_threads.hpp"
 #include "core/registry.hpp"
 #include "core/stack_profiler.hpp"
+#include "core/thread_parker.hpp"
+#include "sched/blocking_pool.hpp"
 #include "sched/condvar_poller.hpp"
 #include "sched/context_switch.hpp"
 #include "sched/fiber_lifecycle.hpp"
 #include "sched/options.hpp"
-#include "core/thread_parker.hpp"
+#include "sched/scheduler.hpp"
 #include "sched/timers.hpp"
+#include "services/debug_info.hpp"
+#include "services/monitor.hpp"
+#include "services/overflow_guard.hpp"
 #include "weft/detail/assert.hpp"
 #include "weft/detail/fd_limit.hpp"
 

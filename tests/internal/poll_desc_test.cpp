@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <stdexcept>
 #include <weft/weft.hpp>
 
@@ -219,7 +220,9 @@ TEST(PollDesc, CloseWakesWaitersOnBothSides) {
       Pipe p;
       PollDesc* pd = pd_api::poll_open(p.r, false);
       ASSERT_NE(pd, nullptr);
-      if (call_in_flight) ASSERT_TRUE(pd_api::poll_io_begin(pd));
+      if (call_in_flight) {
+        ASSERT_TRUE(pd_api::poll_io_begin(pd));
+      }
       Waiter reader(pd, Mode::kRead);
       Waiter writer(pd, Mode::kWrite);  // a pipe's read end never becomes writable
       ASSERT_TRUE(parked(pd->rd));

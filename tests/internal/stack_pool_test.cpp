@@ -199,7 +199,7 @@ TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondTheHotSet) {
 // threads at once: each writes its mark over the stack and finds it intact before releasing.
 TEST(StackPool, ThreadsWithTheirOwnCachesNeverShareAStack) {
   constexpr int kThreads = 4;
-  const int kIters = static_cast<int>(weft_test::scaled(20000));
+  const int kIters = static_cast<int>(weft_test::scaled(200000));
   StackPool pool(16 << 10, true);
   std::atomic<int> clashes{0};
   std::vector<std::thread> threads;

@@ -23,9 +23,9 @@
 #include <type_traits>
 #include <utility>
 
-#include "weft/detail/deadline.hpp"
 #include "weft/chan.hpp"
 #include "weft/detail/chan_core.hpp"
+#include "weft/detail/deadline.hpp"
 
 namespace weft {
 namespace detail {

@@ -1,8 +1,8 @@
 // The failure path of WEFT_ASSERT (weft/detail/assert.hpp): debug builds only call it.
+#include "weft/detail/assert.hpp"
+
 #include <cstdio>
 #include <cstdlib>
-
-#include "weft/detail/assert.hpp"
 
 namespace weft::detail {
 

@@ -100,7 +100,6 @@ void fiber_release(Fiber* f) noexcept {
   if (f->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) fiber_free(f);
 }
 
-
 std::uint64_t fiber_id(const Fiber* f) noexcept { return f->id; }
 
 std::int64_t now_ns() noexcept {

@@ -17,9 +17,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "core/thread_mutex.hpp"
-#include <vector>
 
 namespace weft::detail {
 
@@ -58,8 +58,8 @@ class StackPool {
   std::vector<std::pair<char*, std::size_t>> regions_ ABSL_GUARDED_BY(mu_);
   char* carve_next_ ABSL_GUARDED_BY(mu_) = nullptr;  // next unused slot
   char* carve_end_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::vector<char*> dirty_ ABSL_GUARDED_BY(mu_);  // freed, pages still committed
-  std::vector<char*> clean_ ABSL_GUARDED_BY(mu_);  // freed and trimmed
+  std::vector<char*> dirty_ ABSL_GUARDED_BY(mu_);   // freed, pages still committed
+  std::vector<char*> clean_ ABSL_GUARDED_BY(mu_);   // freed and trimmed
   std::size_t dirty_low_ ABSL_GUARDED_BY(mu_) = 0;  // fewest dirty stacks since the last trim
   std::uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -24,9 +24,9 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "core/thread_mutex.hpp"
-#include <string>
 
 namespace weft::detail {
 

@@ -10,14 +10,13 @@
 
 #include <atomic>
 #include <condition_variable>
-
-#include "core/thread_mutex.hpp"
 #include <cstdint>
 #include <deque>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "core/thread_mutex.hpp"
 #include "weft/detail/park.hpp"
 
 namespace weft::detail {

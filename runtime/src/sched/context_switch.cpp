@@ -5,14 +5,15 @@
 // thread: errno and libstdc++'s exception globals (the stack of caught exceptions and the
 // uncaught count). Without the latter, a fiber that parks inside a catch block corrupts the
 // caught-exception stack of the next fiber that throws on that thread.
+#include "sched/context_switch.hpp"
+
 #include <boost/context/detail/fcontext.hpp>
 #include <cerrno>
 
 #include "core/registry.hpp"
-#include "sched/context_switch.hpp"
+#include "core/stack_profiler.hpp"
 #include "sched/fiber_lifecycle.hpp"
 #include "sched/scheduler.hpp"
-#include "core/stack_profiler.hpp"
 #include "weft/detail/assert.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -6,6 +6,8 @@
 // Join protocol: join_word is 0 while the fiber runs, kJoinDone once it finished, or the address
 // of the one joiner's WaitNode; the finisher exchanges in kJoinDone and wakes whatever joiner it
 // displaced, the joiner's park commit CASes 0 -> its node (failing if the fiber finished first).
+#include "sched/fiber_lifecycle.hpp"
+
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -14,7 +16,6 @@
 
 #include "core/fiber.hpp"
 #include "core/fiber_alloc.hpp"
-#include "sched/fiber_lifecycle.hpp"
 #include "core/registry.hpp"
 #include "sched/scheduler.hpp"
 #include "weft/runtime.hpp"

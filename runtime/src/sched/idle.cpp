@@ -98,7 +98,8 @@ void Runtime::release_poller_seat() noexcept {
 }
 
 void Runtime::timers_changed() noexcept {
-  // seq_cst: see Runtime::poll_or_sleep (the heap published the new earliest deadline with seq_cst).
+  // seq_cst: see Runtime::poll_or_sleep (the heap published the new earliest deadline with
+  // seq_cst).
   if (polling_.load(std::memory_order_seq_cst) &&
       !poller_woken_.exchange(true, std::memory_order_acq_rel)) {
     poller_->wakeup();
@@ -152,7 +153,8 @@ bool Runtime::poll_or_sleep(Worker& w) {
       nsleeping_.fetch_sub(1, std::memory_order_seq_cst);
       return false;
     }
-    w.spinning = idle_slots_[w.index].counted_spinning;  // a waker took us off the list (and maybe counted us)
+    w.spinning = idle_slots_[w.index]
+                     .counted_spinning;  // a waker took us off the list (and maybe counted us)
     return true;
   }
   for (;;) {

@@ -64,8 +64,8 @@ class RunQueue {
     return f;
   }
 
-  // Any thread. Moves the larger half of this queue (1 of 1, 2 of 3) into `dst` (which must be empty and owned by the
-  // caller); returns one of the stolen fibers to run directly, or null.
+  // Any thread. Moves the larger half of this queue (1 of 1, 2 of 3) into `dst` (which must be
+  // empty and owned by the caller); returns one of the stolen fibers to run directly, or null.
   Fiber* steal_into(RunQueue& dst) noexcept {
     const std::uint32_t dt = dst.tail_.load(std::memory_order_relaxed);
     for (;;) {

@@ -17,12 +17,12 @@ void this_fiber::sleep_until(std::chrono::steady_clock::time_point t) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   if (when <= now_ns()) return;
   struct Sleep {
-    Timer timer;
+    TimerEntry timer;
     Waker waker;
   } s;
   s.timer.when_ns = when;
   s.waker = Waker::current();
-  s.timer.fire = [](Timer* t) {
+  s.timer.fire = [](TimerEntry* t) {
     reinterpret_cast<Sleep*>(reinterpret_cast<char*>(t) - offsetof(Sleep, timer))->waker.wake();
   };
   try {

@@ -1,24 +1,23 @@
 // Timer heap; design in timers.hpp.
 #include "sched/timers.hpp"
 
-#include "sched/scheduler.hpp"
-
 #include <sched.h>
 
+#include "sched/scheduler.hpp"
 #include "weft/detail/assert.hpp"
 
 namespace weft::detail {
 
 TimerHeap::TimerHeap(std::size_t callers)
-    : firing_(std::make_unique<std::atomic<Timer*>[]>(callers)), nslots_(callers) {
+    : firing_(std::make_unique<std::atomic<TimerEntry*>[]>(callers)), nslots_(callers) {
   for (std::size_t i = 0; i < callers; ++i) firing_[i].store(nullptr, std::memory_order_relaxed);
 }
 
 TimerHeap::~TimerHeap() {
-  for (Timer* t : heap_) t->heap_index = -1;
+  for (TimerEntry* t : heap_) t->heap_index = -1;
 }
 
-bool TimerHeap::add(Timer* t) {
+bool TimerHeap::add(TimerEntry* t) {
   ThreadMutexLock lock(mu_);
   WEFT_ASSERT(t->heap_index < 0, "timer armed twice");
   heap_.push_back(t);
@@ -28,7 +27,7 @@ bool TimerHeap::add(Timer* t) {
   return heap_.front() == t;
 }
 
-bool TimerHeap::cancel(Timer* t) noexcept {
+bool TimerHeap::cancel(TimerEntry* t) noexcept {
   {
     ThreadMutexLock lock(mu_);
     if (t->heap_index >= 0) {
@@ -49,7 +48,7 @@ std::uint64_t TimerHeap::run_due(std::int64_t now, std::size_t slot) noexcept {
   WEFT_ASSERT(slot < nslots_, "timer caller slot out of range");
   std::uint64_t fired = 0;
   for (;;) {
-    Timer* t;
+    TimerEntry* t;
     {
       ThreadMutexLock lock(mu_);
       if (heap_.empty() || heap_.front()->when_ns > now) {
@@ -73,7 +72,7 @@ std::size_t TimerHeap::size() const noexcept {
 }
 
 void TimerHeap::sift_up(std::size_t i) noexcept {
-  Timer* t = heap_[i];
+  TimerEntry* t = heap_[i];
   while (i > 0) {
     const std::size_t parent = (i - 1) / 2;
     if (heap_[parent]->when_ns <= t->when_ns) break;
@@ -84,7 +83,7 @@ void TimerHeap::sift_up(std::size_t i) noexcept {
 }
 
 void TimerHeap::sift_down(std::size_t i) noexcept {
-  Timer* t = heap_[i];
+  TimerEntry* t = heap_[i];
   const std::size_t n = heap_.size();
   for (;;) {
     std::size_t child = 2 * i + 1;
@@ -98,8 +97,8 @@ void TimerHeap::sift_down(std::size_t i) noexcept {
 }
 
 void TimerHeap::remove_at(std::size_t i) noexcept {
-  Timer* gone = heap_[i];
-  Timer* last = heap_.back();
+  TimerEntry* gone = heap_[i];
+  TimerEntry* last = heap_.back();
   heap_.pop_back();
   gone->heap_index = -1;
   if (i < heap_.size()) {
@@ -109,12 +108,12 @@ void TimerHeap::remove_at(std::size_t i) noexcept {
   }
 }
 
-void timer_add(Timer* t) {
+void timer_add(TimerEntry* t) {
   Runtime& rt = runtime_or_throw("a weft timer");
   if (rt.timers().add(t)) rt.timers_changed();
 }
 
-bool timer_cancel(Timer* t) noexcept {
+bool timer_cancel(TimerEntry* t) noexcept {
   Runtime* rt = current_runtime();
   return rt ? rt->timers().cancel(t) : false;
 }

@@ -1,7 +1,8 @@
 // Worker: one per kernel thread of the runtime (Go's P and M in one). Its fields are grouped by
 // who may touch them: the owner thread only; its queues (lock-free, stealable); counters written
 // by the owner and summed by stats() and the monitor; the monitor's view; and the futex word it
-// sleeps on (its list membership is Runtime::idle_slots_, guarded by Runtime::idle_mu_). Design of the scheduler in scheduler.hpp.
+// sleeps on (its list membership is Runtime::idle_slots_, guarded by Runtime::idle_mu_). Design of
+// the scheduler in scheduler.hpp.
 #pragma once
 
 #include <atomic>

@@ -26,8 +26,8 @@ struct weft_debug_info_t {
   std::uint64_t fiber_reg_next;      // Fiber*: next fiber in its registry shard
   std::uint64_t fiber_name;          // std::string* (libstdc++: char* at 0, size at 8), or null
 
-  // Registry (runtime/src/core/registry.hpp): registry_shard_count shards of registry_shard_size bytes
-  // from registry_shards; each holds the head (Fiber*) of its list at registry_shard_head.
+  // Registry (runtime/src/core/registry.hpp): registry_shard_count shards of registry_shard_size
+  // bytes from registry_shards; each holds the head (Fiber*) of its list at registry_shard_head.
   std::uint64_t registry_shards;
   std::uint64_t registry_shard_count;
   std::uint64_t registry_shard_size;

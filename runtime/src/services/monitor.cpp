@@ -12,8 +12,8 @@
 
 #include "core/own_threads.hpp"
 #include "core/registry.hpp"
-#include "sched/scheduler.hpp"
 #include "core/thread_parker.hpp"
+#include "sched/scheduler.hpp"
 
 namespace weft::detail {
 namespace {

@@ -12,12 +12,12 @@
 
 #include <atomic>
 #include <condition_variable>
-
-#include "core/thread_mutex.hpp"
 #include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "core/thread_mutex.hpp"
 
 namespace weft::detail {
 

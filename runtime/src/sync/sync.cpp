@@ -176,13 +176,13 @@ std::cv_status CondVar::wait_until(std::unique_lock<Mutex>& lock,
       std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
   if (when <= detail::now_ns()) return std::cv_status::timeout;
   struct Wait {
-    detail::Timer timer;
+    detail::TimerEntry timer;
     WaitNode node;
     CondVar* cv;
   } w;
   w.cv = this;
   w.timer.when_ns = when;
-  w.timer.fire = [](detail::Timer* t) {
+  w.timer.fire = [](detail::TimerEntry* t) {
     auto* self = reinterpret_cast<Wait*>(reinterpret_cast<char*>(t) - offsetof(Wait, timer));
     self->cv->guard_.lock();
     if (!self->node.linked) {  // notified first
@@ -308,7 +308,8 @@ void Semaphore::acquire() {
     guard_.unlock();
     return;
   }
-  queue_and_park(guard_, waiters_, node, WaitReason::kSemaphore, [this](std::uint32_t) { release(1); });
+  queue_and_park(guard_, waiters_, node, WaitReason::kSemaphore,
+                 [this](std::uint32_t) { release(1); });
 }
 
 void Semaphore::release(std::int64_t n) {

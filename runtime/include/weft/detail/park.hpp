@@ -92,19 +92,20 @@ std::int64_t now_ns() noexcept;
 
 // A one-shot timer on the runtime's timer heap. The record lives in the caller's memory (usually a
 // parked fiber's frame) and must stay alive until it fired or timer_cancel() returned.
-struct Timer {
+struct TimerEntry {
   std::int64_t when_ns = 0;
-  void (*fire)(Timer*) = nullptr;  // runs on a worker, outside any fiber; must not block or park
-  std::int32_t heap_index = -1;    // position in the heap, -1 when not armed; heap lock
+  void (*fire)(TimerEntry*) =
+      nullptr;                   // runs on a worker, outside any fiber; must not block or park
+  std::int32_t heap_index = -1;  // position in the heap, -1 when not armed; heap lock
   // Nothing else: once `fire` has run, the heap never touches the record again, because the
   // callback may have woken the fiber whose frame holds it (sleep, select timeouts), and that
   // fiber may already be reusing the memory.
 };
 // Arms `t`. Requires a running runtime (throws std::logic_error otherwise).
-void timer_add(Timer* t);
+void timer_add(TimerEntry* t);
 // Disarms `t`. Returns true if it was still pending (it will never fire); false if it already
 // fired; if it is firing right now, waits until `fire` has returned.
-bool timer_cancel(Timer* t) noexcept;
+bool timer_cancel(TimerEntry* t) noexcept;
 
 // ---- park_unlocking: the park of every lock-based primitive ----------------------------------
 //
@@ -136,12 +137,12 @@ struct NoParkHook {
 // through a void*, is not analysed. A withdraw lambda says ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock).)
 template <class Lock, class Withdraw, class AfterUnlock = NoParkHook>
 void park_unlocking(Lock& lock, WaitReason reason, Withdraw&& withdraw,
-                    AfterUnlock after_unlock = {}, Timer* timer = nullptr,
-                    std::int64_t reason_arg = -1) ABSL_UNLOCK_FUNCTION(lock)
-    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                    AfterUnlock after_unlock = {}, TimerEntry* timer = nullptr,
+                    std::int64_t reason_arg = -1)
+    ABSL_UNLOCK_FUNCTION(lock) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   struct Commit {
     Lock* lock;
-    Timer* timer;
+    TimerEntry* timer;
     AfterUnlock* after_unlock;
     bool committed;
     static bool run(void* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
