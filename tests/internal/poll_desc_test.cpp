@@ -47,7 +47,8 @@ struct Pipe {
 
 bool fd_open(int fd) { return fcntl(fd, F_GETFD) != -1 || errno != EBADF; }
 
-// ---- without a runtime ---------------------------------------------------------------------------
+// ---- without a runtime
+// ---------------------------------------------------------------------------
 
 TEST(PollDesc, TokenResolvesUntilCloseThenIsStale) {
   Pipe p;
@@ -161,7 +162,8 @@ TEST(PollDesc, CallsInFlightKeepTheFdOpenAfterClose) {
   close(p[1]);
 }
 
-// ---- under a runtime -----------------------------------------------------------------------------
+// ---- under a runtime
+// -----------------------------------------------------------------------------
 
 // Waits (from a fiber, bounded) until `s` holds a parked fiber's Waker bits.
 bool parked(const PollDesc::Side& s) {
@@ -173,9 +175,8 @@ struct Waiter {
   std::atomic<int> result{-1};
   weft::Task<void> task;
   Waiter(PollDesc* pd, Mode mode)
-      : task(weft::spawn([this, pd, mode] {
-          result.store(static_cast<int>(pd_api::poll_wait(pd, mode)));
-        })) {}
+      : task(weft::spawn(
+            [this, pd, mode] { result.store(static_cast<int>(pd_api::poll_wait(pd, mode))); })) {}
   // The result once the fiber returned (bounded), or -1.
   int get() {
     if (!weft_test::join_within(task, 20s)) return -1;
@@ -267,9 +268,8 @@ TEST(PollDesc, DeadlineWakesAParkedWaiterAndAPassedOneFailsAtOnce) {
     // A future deadline: the waiter parks and its timer wakes it with kDeadline.
     Waiter w(pd, Mode::kRead);
     ASSERT_TRUE(parked(pd->rd));
-    pd_api::poll_set_deadline(
-        pd, Mode::kRead,
-        weft::detail::now_ns() + std::chrono::nanoseconds(20ms).count());
+    pd_api::poll_set_deadline(pd, Mode::kRead,
+                              weft::detail::now_ns() + std::chrono::nanoseconds(20ms).count());
     EXPECT_EQ(w.get(), static_cast<int>(WaitResult::kDeadline));
     EXPECT_EQ(pd->rd.deadline.load(), PollDesc::kExpired);
     // Cleared: an edge is seen again.

@@ -77,7 +77,7 @@ TEST(StackPoolDeathTest, ThePageBelowAStackIsAGuard) {
         StackPool pool(16 << 10, true);
         StackCache cache;
         char* s = pool.acquire(cache);
-        s[0] = 1;  // usable
+        s[0] = 1;                                 // usable
         *static_cast<volatile char*>(s - 1) = 1;  // the guard page
         std::fprintf(stderr, "wrote to the guard page\n");
         std::_Exit(0);

@@ -5,8 +5,6 @@
 // fired one returns false, cancel() of a timer whose callback is running waits until it returned,
 // fired and cancelled records can be added again, the destructor disarms what is left, and
 // run_due() from several threads with distinct slots fires each timer exactly once.
-#include "sched/timers.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +16,7 @@
 #include <vector>
 
 #include "../test_util.hpp"
+#include "sched/timers.hpp"
 
 namespace {
 
@@ -25,14 +24,14 @@ using weft::detail::TimerEntry;
 using weft::detail::TimerHeap;
 constexpr std::int64_t kNever = TimerHeap::kNever;
 
-// A Timer with what its callback records; the Timer is the first member (standard layout), so
-// the callback finds its record from the Timer*.
+// A TimerEntry with what its callback records; the TimerEntry is the first member (standard
+// layout), so the callback finds its record from the TimerEntry*.
 struct Rec {
-  Timer timer;
+  TimerEntry timer;
   int id = 0;
   std::atomic<int> fired{0};
   std::vector<int>* order = nullptr;  // single-threaded tests: firing order
-  static void fire(Timer* t) {
+  static void fire(TimerEntry* t) {
     auto* r = reinterpret_cast<Rec*>(t);
     r->fired.fetch_add(1, std::memory_order_relaxed);
     if (r->order) r->order->push_back(r->id);
@@ -89,12 +88,13 @@ TEST(TimerHeap, RunDueFiresOnlyDueTimersInDeadlineOrder) {
   }
   const std::int64_t expect_earliest = *std::min_element(when.begin(), when.end());
   EXPECT_EQ(h.earliest(), expect_earliest);
-  const auto due = static_cast<std::uint64_t>(std::count_if(when.begin(), when.end(),
-                                                            [](int w) { return w <= 400; }));
+  const auto due = static_cast<std::uint64_t>(
+      std::count_if(when.begin(), when.end(), [](int w) { return w <= 400; }));
   EXPECT_EQ(h.run_due(400, 0), due);
   EXPECT_EQ(order.size(), due);
   for (std::size_t k = 1; k < order.size(); ++k) {
-    ASSERT_LE(when[static_cast<std::size_t>(order[k - 1])], when[static_cast<std::size_t>(order[k])])
+    ASSERT_LE(when[static_cast<std::size_t>(order[k - 1])],
+              when[static_cast<std::size_t>(order[k])])
         << "fired out of deadline order at " << k;
   }
   for (int i = 0; i < kN; ++i) {
@@ -191,11 +191,11 @@ TEST(TimerHeap, DestructorDisarmsTimersStillArmed) {
 // A callback that a timer's owner waits for: cancel() of a timer whose callback is running returns
 // false only after the callback returned (so the owner may free the record).
 struct SlowRec {
-  Timer timer;
+  TimerEntry timer;
   std::atomic<bool> entered{false};
   std::atomic<bool> release{false};
   std::atomic<bool> returned{false};
-  static void fire(Timer* t) {
+  static void fire(TimerEntry* t) {
     auto* r = reinterpret_cast<SlowRec*>(t);
     r->entered.store(true);
     while (!r->release.load()) std::this_thread::yield();
@@ -236,10 +236,10 @@ TEST(TimerHeap, ConcurrentRunDueFiresEachTimerExactlyOnce) {
   const std::size_t kTimers = static_cast<std::size_t>(weft_test::scaled(200000));
   TimerHeap h(kSlots);
   struct CRec {
-    Timer timer;
+    TimerEntry timer;
     std::atomic<int> fired{0};
     std::atomic<bool> done{false};
-    static void fire(Timer* t) {
+    static void fire(TimerEntry* t) {
       auto* r = reinterpret_cast<CRec*>(t);
       r->fired.fetch_add(1, std::memory_order_relaxed);
       r->done.store(true, std::memory_order_release);
