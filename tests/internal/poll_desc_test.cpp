@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <weft/weft.hpp>
 
+#include "../net_test_util.hpp"
 #include "../test_util.hpp"
 
 namespace {
@@ -31,19 +32,7 @@ using weft::net::detail::PollDesc;
 using weft::net::detail::WaitResult;
 namespace pd_api = weft::net::detail;
 
-struct Pipe {
-  int r = -1, w = -1;
-  Pipe() {
-    int p[2];
-    if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
-    r = p[0];
-    w = p[1];
-  }
-  ~Pipe() {
-    if (r >= 0) close(r);
-    if (w >= 0) close(w);
-  }
-};
+using weft_net_test::Pipe;
 
 bool fd_open(int fd) { return fcntl(fd, F_GETFD) != -1 || errno != EBADF; }
 

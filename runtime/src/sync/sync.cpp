@@ -49,6 +49,17 @@ void queue_and_park(SpinLock& guard, WaitList& list, WaitNode& node, WaitReason 
   }
 }
 
+// Wakes the waiters chained through `next` (unlinked under the guard, which is released now).
+// Each node's frame may be gone once it is woken, so `next` is read first.
+void wake_chain(WaitNode* chain) {
+  while (chain) {
+    WaitNode* next = chain->next;
+    const detail::Waker waker = chain->waker;
+    waker.wake();
+    chain = next;
+  }
+}
+
 constexpr std::uint32_t kLocked = 1;
 constexpr std::uint32_t kWaiters = 2;
 constexpr std::uint32_t kHandoff = 1;
@@ -234,12 +245,7 @@ void CondVar::notify_all() {
     chain = n;
   }
   guard_.unlock();
-  while (chain) {
-    WaitNode* next = chain->next;
-    const detail::Waker waker = chain->waker;
-    waker.wake();  // `chain` may be gone after this
-    chain = next;
-  }
+  wake_chain(chain);
 }
 
 // ---- WaitGroup
@@ -262,12 +268,7 @@ void WaitGroup::add(std::int64_t n) {
     chain = node;
   }
   guard_.unlock();
-  while (chain) {
-    WaitNode* next = chain->next;
-    const detail::Waker waker = chain->waker;
-    waker.wake();
-    chain = next;
-  }
+  wake_chain(chain);
 }
 
 void WaitGroup::wait() {
@@ -326,12 +327,7 @@ void Semaphore::release(std::int64_t n) {
   }
   if (n > 0) count_.fetch_add(n, std::memory_order_release);
   guard_.unlock();
-  while (chain) {
-    WaitNode* next = chain->next;
-    const detail::Waker waker = chain->waker;
-    waker.wake();
-    chain = next;
-  }
+  wake_chain(chain);
 }
 
 }  // namespace weft
