@@ -10,8 +10,7 @@
 
 namespace weft::detail {
 
-void Runtime::maybe_run_timers_and_poll(Worker& w, bool every_time) noexcept {
-  if (!every_time && ++w.timer_tick % kTimerCheckInterval != 0) return;
+void Runtime::run_timers_and_poll(Worker& w) noexcept {
   const std::int64_t now = now_ns();
   if (timers_->earliest() <= now) run_due_timers(w);
   // While every worker is busy nobody sits in the poller, so I/O readiness would wait for the

@@ -88,7 +88,7 @@ void this_fiber::yield() {
   if (!next) {
     // A fiber that yields in a loop on an otherwise idle worker never switches, so it must keep
     // time itself: due timers may make something runnable (a yielding fiber holds no spin lock).
-    rt->maybe_run_timers_and_poll(*w, /*every_time=*/true);
+    rt->run_timers_and_poll(*w);
     next = rt->pick_next(*w);
   }
   // Nothing else to run: keep going, unless the runtime is stopping, in which case the worker

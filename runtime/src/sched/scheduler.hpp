@@ -12,8 +12,10 @@
 //
 // Why no wake-up is lost:
 //  1. A waker finds a parked fiber only through what park()'s commit published, and commit runs
-//     after the fiber's context was saved. So ready() never sees a fiber still on its stack.
-//  2. ready() takes a parked fiber with a CAS Parked->Runnable, so exactly one party resumes it.
+//     after the fiber's context was saved. So Runtime::ready() never sees a fiber still on its
+//     stack.
+//  2. Runtime::ready() takes a parked fiber with the one Parked->Runnable CAS
+//     (fiber_claim_parked), so exactly one party resumes it.
 //  3. A worker about to sleep first announces itself (nsleeping_, seq_cst), then re-checks every
 //     queue; a submitter pushes, then (a seq_cst read-modify-write of nspinning_, which TSan sees
 //     and a fence would not) reads nsleeping_. By the store-load order
@@ -24,6 +26,11 @@
 // Thread-locals: current_worker() is non-inlined and every path re-reads it after a switch,
 // because a fiber may resume on another kernel thread (the compiler may cache a TLS address
 // within one function).
+//
+// Where Runtime's members live: queues.cpp (ready, submit_spawned, push_*/pop_*, pick_next,
+// steal, queues_empty), idle.cpp (the idle path, the poller seat,
+// wake_idle_worker/wake_all, timers_changed, run_timers_and_poll, place_ready), runtime.cpp
+// (construction, worker_loop, run_main, shutdown, stats, quiescent, alloc_id).
 #pragma once
 
 #include <atomic>
@@ -37,6 +44,7 @@
 
 #include "core/fiber.hpp"
 #include "core/thread_mutex.hpp"
+#include "sched/tuning.hpp"
 #include "sched/worker.hpp"
 #include "weft/detail/poller.hpp"
 #include "weft/runtime.hpp"
@@ -97,11 +105,15 @@ class Runtime {
   Fiber* pick_next(Worker& w) noexcept;
 
   std::uint64_t alloc_id(Worker* w) noexcept;
-  // Every few dozen scheduling rounds (or now, with every_time): fires due timers, and collects
-  // I/O readiness if fibers wait on the poller and nobody polled for 200 us -- busy workers keep
-  // time and see I/O this way. Only where the worker holds no lock: after a switch's pending
-  // action ran, or from a yield.
-  void maybe_run_timers_and_poll(Worker& w, bool every_time = false) noexcept;
+  // Fires due timers, and collects I/O readiness if fibers wait on the poller and nobody polled
+  // for 200 us -- busy workers keep time and see I/O this way. Only where the worker holds no
+  // lock: after a switch's pending action ran, or from a yield.
+  void run_timers_and_poll(Worker& w) noexcept;
+  // run_timers_and_poll every kTimerCheckInterval-th call: after_switch calls it on every switch,
+  // so the test is inline and the work out of line (16 of ~270 instructions per switch).
+  void maybe_run_timers_and_poll(Worker& w) noexcept {
+    if (++w.timer_tick % kTimerCheckInterval == 0) run_timers_and_poll(w);
+  }
 
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
   bool unwinding() const noexcept { return unwinding_; }
