@@ -10,8 +10,6 @@
 // channel, try ops, equality, nil, in select).
 // Split from chan_test.cpp, with chan_go_test.cpp (Go's test ports) and chan_close_test.cpp (close,
 // exactly-once delivery, shutdown).
-#include "weft/chan.hpp"
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -30,6 +28,7 @@
 
 #include "chan_test_util.hpp"
 #include "test_util.hpp"
+#include "weft/chan.hpp"
 #include "weft/weft.hpp"
 namespace {
 

@@ -3,8 +3,6 @@
 // range-for stopping at close across fibers; exactly-once delivery of unique_ptr and
 // instance-counted values (also under close, through selects, and to a receiver unwound at
 // shutdown); shutdown unwinding fibers parked on channels and leaving the channels consistent.
-#include "weft/chan.hpp"
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -23,6 +21,7 @@
 
 #include "chan_test_util.hpp"
 #include "test_util.hpp"
+#include "weft/chan.hpp"
 #include "weft/weft.hpp"
 namespace {
 

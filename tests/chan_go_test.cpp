@@ -5,8 +5,6 @@
 // TestChanSendInterface, sending from deep stacks (TestShrinkStackDuringBlockingSend /
 // TestNoShrinkStackWhileParking-like), sieve1.go, a sieve over buffered channels, goroutines.go (a
 // chain of fibers), zerosize.go.
-#include "weft/chan.hpp"
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -25,6 +23,7 @@
 
 #include "chan_test_util.hpp"
 #include "test_util.hpp"
+#include "weft/chan.hpp"
 #include "weft/weft.hpp"
 namespace {
 

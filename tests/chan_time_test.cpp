@@ -1,6 +1,6 @@
-// Proves the timer channels of docs/api.md (<weft/time.hpp>), Go's time.After and time.Ticker, under
-// workers = 1, 2, 4 and 8: after(d) delivers the time once, no earlier than d (at once for
-// d <= 0) and works as a select case; a Ticker ticks repeatedly on its period, drops ticks nobody
+// Proves the timer channels of docs/api.md (<weft/time.hpp>), Go's time.After and time.Ticker,
+// under workers = 1, 2, 4 and 8: after(d) delivers the time once, no earlier than d (at once for d
+// <= 0) and works as a select case; a Ticker ticks repeatedly on its period, drops ticks nobody
 // takes and does not burst to catch up; stop() (also the destructor and move-assignment) ends the
 // ticks and releases the runtime timer (Stats::timers_fired stops counting it; chan_death_test
 // checks that deadlock detection then sees an idle runtime); after() channels dropped before they

@@ -1,6 +1,6 @@
-// Proves the Runtime part of docs/api.md, each test under workers = 1, 2, 4 and 8: run() returns main's
-// value or rethrows its exception and can be called again; go() takes move-only callables and
-// arguments and decay-copies the rest; spawn()/Task join values, void and references, carry
+// Proves the Runtime part of docs/api.md, each test under workers = 1, 2, 4 and 8: run() returns
+// main's value or rethrows its exception and can be called again; go() takes move-only callables
+// and arguments and decay-copies the rest; spawn()/Task join values, void and references, carry
 // exceptions, refuse a second join and detach when destroyed unjoined; this_fiber::yield, sleep_for
 // and sleep_until (never early, little lateness), id (unique, 0 outside a fiber) and set_name (seen
 // in dump_fibers); blocking() runs off the workers and works outside a fiber; Stats counts; the

@@ -1,8 +1,6 @@
 // Proves weft::select's fairness among ready cases, under workers = 1, 2, 4 and 8: a chi-square
 // test over ready cases (also the same channel twice), Go's TestSelectFairness and
 // TestPseudoRandomSend, and a parked select with duplicate cases being fair to late peers.
-#include "weft/select.hpp"
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -18,6 +16,7 @@
 
 #include "chan_test_util.hpp"
 #include "test_util.hpp"
+#include "weft/select.hpp"
 #include "weft/weft.hpp"
 namespace {
 

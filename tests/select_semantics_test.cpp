@@ -9,8 +9,6 @@
 // threads selecting (with and without a runtime).
 // Fairness is in select_fairness_test.cpp, Go's runtime tests and stress in select_stress_test.cpp,
 // the deadlock reports of selects that can never proceed in chan_death_test.cpp.
-#include "weft/select.hpp"
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -26,6 +24,7 @@
 
 #include "chan_test_util.hpp"
 #include "test_util.hpp"
+#include "weft/select.hpp"
 #include "weft/weft.hpp"
 namespace {
 

@@ -2,8 +2,6 @@
 // workers = 1, 2, 4 and 8: TestSelectDuplicateChannel, a send and a receive on one channel meeting
 // a peer, TestSelfSelect, TestNonblockSelectRace(2), TestSelectStress (with timeouts, every value
 // received exactly once), many fibers over many channels, doubleselect.go.
-#include "weft/select.hpp"
-
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -19,6 +17,7 @@
 
 #include "chan_test_util.hpp"
 #include "test_util.hpp"
+#include "weft/select.hpp"
 #include "weft/weft.hpp"
 namespace {
 

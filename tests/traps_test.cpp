@@ -1,5 +1,5 @@
-// Proves that weft avoids the traps listed in docs/architecture.md ("Traps"), under workers = 1, 2, 4
-// and 8: (1) fibers migrate between kernel threads, and thread-locals read through a non-inlined
+// Proves that weft avoids the traps listed in docs/architecture.md ("Traps"), under workers = 1, 2,
+// 4 and 8: (1) fibers migrate between kernel threads, and thread-locals read through a non-inlined
 // accessor stay consistent with the thread the fiber is on; (2) errno and the C++ "currently
 // caught exception" are per fiber: a fiber's value survives switches while other fibers on the same
 // workers set errno and throw and catch their own exceptions; (3) racing park/wake pairs across

@@ -9,8 +9,6 @@
 // draining a bounded channel, and a client too slow to keep up is dropped. A line longer than
 // --max_line ends its connection with an error; control bytes and invalid UTF-8 are replaced.
 // Prints "listening on HOST:PORT" once ready; SIGINT/SIGTERM shut it down cleanly.
-#include "chat_server/chat_server.hpp"
-
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
@@ -20,6 +18,7 @@
 #include <string>
 #include <weft/weft.hpp>
 
+#include "chat_server/chat_server.hpp"
 #include "common/listen_announced.hpp"
 #include "common/shutdown_signal.hpp"
 
