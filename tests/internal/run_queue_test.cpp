@@ -20,6 +20,7 @@ namespace {
 
 using weft::detail::Fiber;
 using weft::detail::RunQueue;
+using weft_internal_test::ExactlyOnce;
 using weft_internal_test::FakeFibers;
 constexpr std::uint32_t kCap = RunQueue::kCapacity;
 
@@ -158,17 +159,8 @@ TEST(RunQueue, StressOwnerAndThievesSeeEveryItemExactlyOnce) {
   const std::size_t kItems = static_cast<std::size_t>(weft_test::scaled(400000));
   constexpr int kThieves = 3;
   FakeFibers f(kItems);
-  auto seen = std::make_unique<std::atomic<std::uint8_t>[]>(kItems);
-  for (std::size_t i = 0; i < kItems; ++i) seen[i].store(0, std::memory_order_relaxed);
-  std::atomic<std::size_t> bad{0};
-  auto mark = [&](Fiber* x) {
-    const std::size_t i = f.index(x);
-    if (i >= kItems) {
-      bad.fetch_add(1);
-      return;
-    }
-    seen[i].fetch_add(1, std::memory_order_relaxed);
-  };
+  ExactlyOnce tally(f);
+  auto mark = [&](Fiber* x) { tally.mark(x); };
   RunQueue victim;
   std::atomic<bool> done{false};
   std::vector<std::thread> thieves;
@@ -213,17 +205,10 @@ TEST(RunQueue, StressOwnerAndThievesSeeEveryItemExactlyOnce) {
   }
   done.store(true, std::memory_order_release);
   for (auto& t : thieves) t.join();
-  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(tally.foreign(), 0u);
   EXPECT_TRUE(victim.empty());
   EXPECT_EQ(owner_taken + stolen.load(), kItems);
-  std::size_t wrong = 0, first_wrong = kItems;
-  for (std::size_t i = 0; i < kItems; ++i) {
-    if (seen[i].load() != 1) {
-      if (wrong++ == 0) first_wrong = i;
-    }
-  }
-  EXPECT_EQ(wrong, 0u) << "first: item " << first_wrong << " seen "
-                       << (wrong ? int(seen[first_wrong].load()) : 1) << " times";
+  EXPECT_EQ(tally.failure(), "");
   RecordProperty("stolen", std::to_string(stolen.load()));
 }
 

@@ -20,6 +20,7 @@ namespace {
 
 using weft::detail::Fiber;
 using weft::detail::SpawnDeque;
+using weft_internal_test::ExactlyOnce;
 using weft_internal_test::FakeFibers;
 constexpr std::int64_t kCap = SpawnDeque::kCapacity;
 
@@ -80,17 +81,8 @@ TEST(SpawnDeque, StressOwnerAndThievesSeeEveryItemExactlyOnce) {
   const std::size_t kItems = static_cast<std::size_t>(weft_test::scaled(400000));
   constexpr int kThieves = 3;
   FakeFibers f(kItems);
-  auto seen = std::make_unique<std::atomic<std::uint8_t>[]>(kItems);
-  for (std::size_t i = 0; i < kItems; ++i) seen[i].store(0, std::memory_order_relaxed);
-  std::atomic<std::size_t> bad{0};
-  auto mark = [&](Fiber* x) {
-    const std::size_t i = f.index(x);
-    if (i >= kItems) {
-      bad.fetch_add(1);
-      return;
-    }
-    seen[i].fetch_add(1, std::memory_order_relaxed);
-  };
+  ExactlyOnce tally(f);
+  auto mark = [&](Fiber* x) { tally.mark(x); };
   SpawnDeque d;
   std::atomic<bool> done{false};
   std::atomic<std::uint64_t> stolen{0};
@@ -129,14 +121,10 @@ TEST(SpawnDeque, StressOwnerAndThievesSeeEveryItemExactlyOnce) {
   }
   done.store(true, std::memory_order_release);
   for (auto& t : thieves) t.join();
-  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(tally.foreign(), 0u);
   EXPECT_EQ(d.take(), nullptr);
   EXPECT_EQ(owner_taken + stolen.load(), kItems);
-  std::size_t wrong = 0, first_wrong = kItems;
-  for (std::size_t i = 0; i < kItems; ++i) {
-    if (seen[i].load() != 1 && wrong++ == 0) first_wrong = i;
-  }
-  EXPECT_EQ(wrong, 0u) << "first: item " << first_wrong;
+  EXPECT_EQ(tally.failure(), "");
   RecordProperty("stolen", std::to_string(stolen.load()));
 }
 
