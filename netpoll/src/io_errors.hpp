@@ -5,6 +5,8 @@
 #include <absl/status/status.h>
 #include <absl/strings/str_cat.h>
 
+#include <string.h>  // strerrordesc_np
+
 #include <string>
 #include <string_view>
 
@@ -12,12 +14,22 @@
 
 namespace weft::net::detail {
 
+// The reason text comes from glibc's strerrordesc_np, which returns a constant string, rather
+// than absl::ErrnoToStatus: that one fills a lazily built static table inside an uninstrumented
+// library, whose first use from two fibers on two threads TSan reports as a data race it cannot
+// see the guard for.
+inline const char* errno_reason(int err) {
+  const char* d = ::strerrordesc_np(err);
+  return d ? d : "unknown error";
+}
+
 inline absl::Status errno_error(int err, std::string_view op, int fd, std::string_view extra = {}) {
   const std::string msg =
       extra.empty() ? absl::StrCat(absl::string_view(op.data(), op.size()), " fd ", fd)
                     : absl::StrCat(absl::string_view(op.data(), op.size()), " fd ", fd, " (",
                                    absl::string_view(extra.data(), extra.size()), ")");
-  return absl::ErrnoToStatus(err, msg);
+  return absl::Status(absl::ErrnoToStatusCode(err),
+                      absl::StrCat(msg, ": ", errno_reason(err)));
 }
 
 inline absl::Status closed_error(std::string_view op, int fd) {
