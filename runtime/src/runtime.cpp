@@ -137,6 +137,7 @@ Fiber* Runtime::pop_any() noexcept {
   for (auto& v : workers_) {
     if (Fiber* f = v->runnext.exchange(nullptr, std::memory_order_acq_rel)) return f;
     if (Fiber* f = v->runq.pop()) return f;
+    if (Fiber* f = v->spill.pop()) return f;  // the other workers have stopped
     if (Fiber* f = v->spawned_q.take()) return f;
   }
   Fiber* f = nullptr;

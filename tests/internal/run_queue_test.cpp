@@ -1,9 +1,9 @@
 // RunQueue (runtime/src/sched/run_queue.hpp), a worker's bounded single-producer multi-consumer
 // ring, tested directly with fake Fiber pointers (it never dereferences them): FIFO order across
-// wrap-around, pop_unshared, the full queue refusing push, take_half taking the older half,
-// steal_into taking the larger half (1 of 1, 2 of 3) and handing back one of them, and a stress
-// test: one owner pushing, popping and taking halves while thief threads steal into their own
-// queues; every item is seen exactly once.
+// wrap-around, pop_unshared, the full queue refusing push, steal_into taking the larger half (1 of
+// 1, 2 of 3) and handing back one of them, and a stress test: one owner pushing and popping
+// (popping whenever the ring is full) while thief threads steal into their own queues; every item
+// is seen exactly once.
 #include "sched/run_queue.hpp"
 
 #include <gtest/gtest.h>
@@ -80,22 +80,6 @@ TEST(RunQueue, FullQueueRefusesPushUntilOneIsTaken) {
   EXPECT_FALSE(q.push(f[kCap]));
   for (std::uint32_t i = 1; i <= kCap; ++i) ASSERT_EQ(q.pop(), f[i]);
   EXPECT_TRUE(q.empty());
-}
-
-TEST(RunQueue, TakeHalfTakesTheOlderHalfInOrder) {
-  RunQueue q;
-  FakeFibers f(kCap);
-  for (std::uint32_t i = 0; i < kCap; ++i) ASSERT_TRUE(q.push(f[i]));
-  std::vector<Fiber*> out(kCap / 2 + 1);
-  ASSERT_EQ(q.take_half(out.data()), kCap / 2);
-  for (std::uint32_t i = 0; i < kCap / 2; ++i) EXPECT_EQ(out[i], f[i]) << i;
-  EXPECT_EQ(q.size(), kCap / 2);
-  for (std::uint32_t i = kCap / 2; i < kCap; ++i) ASSERT_EQ(q.pop(), f[i]);
-  // Fewer than two: nothing to take.
-  ASSERT_TRUE(q.push(f[0]));
-  EXPECT_EQ(q.take_half(out.data()), 0u);
-  EXPECT_EQ(q.pop(), f[0]);
-  EXPECT_EQ(q.take_half(out.data()), 0u);
 }
 
 TEST(RunQueue, StealIntoTakesTheLargerHalfAndReturnsOne) {
@@ -184,13 +168,13 @@ TEST(RunQueue, StressOwnerAndThievesSeeEveryItemExactlyOnce) {
       }
     });
   }
-  std::vector<Fiber*> half(kCap / 2 + 1);
   std::uint64_t owner_taken = 0;
   for (std::size_t i = 0; i < kItems; ++i) {
     while (!victim.push(f[i])) {
-      const std::uint32_t n = victim.take_half(half.data());
-      for (std::uint32_t k = 0; k < n; ++k) mark(half[k]);
-      owner_taken += n;
+      if (Fiber* x = victim.pop()) {
+        mark(x);
+        ++owner_taken;
+      }
     }
     if (i % 4 == 3) {
       if (Fiber* x = victim.pop()) {

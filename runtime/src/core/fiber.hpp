@@ -3,8 +3,8 @@
 // Ownership and who may touch what:
 //  - `ctx`, `stack`, `eh_*`, `saved_errno`, sanitizer fields: only the worker that is switching
 //    this fiber in or out (the fiber is Running there, or being parked by it).
-//  - `next`: whoever holds the fiber in a queue (run queue ring slots do not use it; the global
-//    queue and ready lists do). A fiber is in at most one queue.
+//  - `next`: whoever holds the fiber in a queue (run queue ring slots do not use it; a worker's
+//    spill list and the pollers' ready lists do). A fiber is in at most one queue.
 //  - `state`: atomic; transitions below, made only by fiber_set_state/fiber_claim_parked. A
 //    parked fiber is won with a CAS (fiber_claim_parked), so a shutdown unwind and a racing wake
 //    cannot both resume it.
@@ -42,7 +42,7 @@ void fiber_free(Fiber* f) noexcept;
 struct Fiber {
   // Atomics only so that dumps may read them while the fiber runs; every access is relaxed.
   std::atomic<fcontext_t> ctx{nullptr};  // saved context; null until the fiber first runs
-  Fiber* next = nullptr;                 // intrusive link for the global queue and ready lists
+  Fiber* next = nullptr;                 // intrusive link for spill and ready lists
   std::atomic<char*> stack{nullptr};     // lowest usable byte of its stack; null until first run
   const ClosureOps* ops = nullptr;
   std::uint64_t id = 0;

@@ -20,7 +20,7 @@ class RunQueue {
  public:
   static constexpr std::uint32_t kCapacity = 256;
 
-  // Owner only. Returns false if full (the caller moves half to the global queue).
+  // Owner only. Returns false if full (the caller queues the fiber on its spill list instead).
   bool push(Fiber* f) noexcept {
     const std::uint32_t h = head_.load(std::memory_order_acquire);
     const std::uint32_t t = tail_.load(std::memory_order_relaxed);
@@ -28,19 +28,6 @@ class RunQueue {
     slots_[t % kCapacity].store(f, std::memory_order_relaxed);
     tail_.store(t + 1, std::memory_order_release);
     return true;
-  }
-
-  // Owner only. Takes the older half plus `extra` out of a full queue into `out` (array of at
-  // least kCapacity/2 + 1); returns how many, 0 if a thief got in first (then push again).
-  std::uint32_t take_half(Fiber** out) noexcept {
-    std::uint32_t h = head_.load(std::memory_order_acquire);
-    const std::uint32_t t = tail_.load(std::memory_order_relaxed);
-    const std::uint32_t n = (t - h) / 2;
-    if (n == 0) return 0;
-    for (std::uint32_t i = 0; i < n; ++i)
-      out[i] = slots_[(h + i) % kCapacity].load(std::memory_order_relaxed);
-    if (!head_.compare_exchange_strong(h, h + n, std::memory_order_acq_rel)) return 0;
-    return n;
   }
 
   // Owner only.

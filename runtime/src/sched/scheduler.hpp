@@ -27,8 +27,8 @@
 // because a fiber may resume on another kernel thread (the compiler may cache a TLS address
 // within one function).
 //
-// Where Runtime's members live: queues.cpp (ready, submit_spawned, push_*/pop_*, pick_next,
-// steal, queues_empty), idle.cpp (the idle path, the poller seat,
+// Where Runtime's members live: queues.cpp (ready, submit_spawned, push_*/pop_*, refill_runq,
+// pick_next, steal, queues_empty), idle.cpp (the idle path, the poller seat,
 // wake_idle_worker/wake_all, timers_changed, run_timers_and_poll, place_ready), runtime.cpp
 // (construction, worker_loop, run_main, shutdown, stats, quiescent, alloc_id).
 #pragma once
@@ -91,7 +91,8 @@ class Runtime {
   // because its worker is flooded with unstarted fibers.
   bool submit_spawned(Fiber* f) noexcept;
   void push_global(Fiber* f) noexcept;
-  // Owner only: appends to w's run queue, moving half of a full queue to the global queue.
+  // Owner only: appends to w's run queue, or to its spill list when the ring is full or
+  // anything already waits there (one FIFO across both).
   void push_local(Worker& w, Fiber* f) noexcept;
   // Wakes an idle worker if none is spinning, so new work does not wait.
   void wake_idle_worker() noexcept;
@@ -140,6 +141,9 @@ class Runtime {
     return single_worker_ ? w.runq.pop_unshared() : w.runq.pop();
   }
   bool queues_empty() noexcept;
+  // Owner only: moves fibers from w's spill list into the free room of its ring, oldest first,
+  // and wakes a sleeping worker to share them.
+  void refill_runq(Worker& w) noexcept;
   void run_due_timers(Worker& w) noexcept;
   void place_ready(Worker& w, FiberList& list) noexcept;
   // Blocks in the poller (if the seat is free: it then keeps time for the timers) or on the

@@ -14,6 +14,7 @@
 #include "sched/run_queue.hpp"
 #include "sched/spawn_deque.hpp"
 #include "weft/detail/park.hpp"
+#include "weft/detail/poller.hpp"
 
 namespace weft::detail {
 
@@ -54,7 +55,12 @@ struct alignas(64) Worker {
 #endif
 
   // Queues.
-  RunQueue runq;         // runnable fibers that ran before (woken, yielded): FIFO
+  RunQueue runq;  // runnable fibers that ran before (woken, yielded): FIFO
+  // Owner only: what does not fit in runq, in arrival order after everything in it (an unbounded
+  // FIFO tail, so a burst of poller wake-ups is served in the order it became ready). The owner
+  // moves it into runq as runq drains (Runtime::refill_runq), so thieves see the head of it.
+  FiberList spill;
+  std::atomic<std::uint64_t> spill_size{0};  // spill.size, for other threads (queues_empty)
   SpawnDeque spawned_q;  // spawned, never run: newest first for the owner, oldest for thieves
   std::atomic<Fiber*> runnext{nullptr};  // owner; thieves take it only when `stuck`
 
