@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# The showcase (README command 1 runs it): the echo server and the load generator in separate
-# processes, so that each side can use its whole fd limit. The generator ramps to CONNS
-# connections (default 100000), pushes closed-loop echo traffic on all of them, holds them, and
-# the script ends with one summary: connections held, req/s, latency percentiles, server RSS per
-# connection and fibers alive. Where RLIMIT_NOFILE or memory caps the count, the generator says
-# so and the summary shows what was held.
+# The showcase (README command 1 runs it): echo servers and load generators in separate
+# processes. The generators ramp to CONNS connections (default 100000), hold them all at once,
+# push closed-loop echo traffic on all of them, and the script ends with one summary: connections
+# held, req/s, latency percentiles (p50/p99/p99.9), server RSS per connection and fibers alive --
+# in total and per process.
 #
-#   scripts/showcase.sh [build-dir]      env: CONNS, DURATION (s), WORKERS, MSG_SIZE
+# Modes. One process may hold only as many sockets as its fd hard limit (ulimit -Hn; only root
+# can raise it, and not on every machine). If CONNS fits, one server process and one generator
+# hold them all. Otherwise the script runs N server processes sharing one port (echo_server
+# --reuse_port: SO_REUSEPORT, the kernel spreads connections over them) and N generators, each
+# with its own source address and its share of the connections; it says which mode it chose and
+# why. The generators wait after their ramp (--start_on_sigusr1) until every one has ramped, so
+# all CONNS connections are held at the same moment, then start their traffic together; the
+# latency percentiles of the total come from their merged histograms.
+#
+#   scripts/showcase.sh [build-dir]      env: CONNS, DURATION (s), WORKERS, MSG_SIZE, PROCS
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 conns=${CONNS:-100000}
 duration=${DURATION:-10}
-workers=${WORKERS:-0}
 size=${MSG_SIZE:-64}
 server_bin=$build/examples/echo_server
 loadgen_bin=$build/tools/loadgen/weft-loadgen
@@ -21,11 +28,33 @@ for b in "$server_bin" "$loadgen_bin"; do
 done
 
 hard=$(ulimit -Hn)
-echo "showcase: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), fd hard limit $hard per process"
-if [ "$hard" != unlimited ] && [ "$hard" -lt $((conns + 64)) ]; then
-  echo "showcase: NOTE: $conns connections need $((conns + 64)) fds in each process, but the hard"
-  echo "          limit here is $hard (ulimit -Hn; only root can raise it): both sides will cap"
-  echo "          near $((hard - 64)) connections and say so."
+ncpu=$(nproc)
+echo "showcase: $ncpu CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), fd hard limit $hard per process"
+# Each process needs one fd per connection plus a few dozen of its own (epoll, eventfd, stdio,
+# the listener). SO_REUSEPORT spreads by a hash, not evenly, so multi-process mode plans for 85%
+# of what one process may hold.
+reserve=64
+if [ -n "${PROCS:-}" ]; then
+  procs=$PROCS
+  echo "showcase: mode: $procs process(es) per side (PROCS=$procs)"
+elif [ "$hard" = unlimited ] || [ "$hard" -ge $((conns + reserve)) ]; then
+  procs=1
+  echo "showcase: mode: one server process holds all $conns connections (the fd limit allows it)"
+else
+  per=$(((hard - reserve) * 85 / 100))
+  procs=$(((conns + per - 1) / per))
+  echo "showcase: mode: $procs server processes sharing one port (SO_REUSEPORT) and $procs load"
+  echo "          generators: $conns connections need $((conns + reserve)) fds, one process may"
+  echo "          hold $hard (ulimit -Hn), so each side splits them, about $((conns / procs)) per process"
+fi
+# One worker per process when the processes outnumber the CPUs: more threads than cores only
+# adds context switches.
+if [ -n "${WORKERS:-}" ]; then
+  workers=$WORKERS
+elif [ "$procs" -gt 1 ]; then
+  workers=1
+else
+  workers=0
 fi
 mem_kib=$(awk '/MemAvailable/ {print $2}' /proc/meminfo)
 if [ "$mem_kib" -lt $((conns * 24)) ]; then
@@ -33,52 +62,153 @@ if [ "$mem_kib" -lt $((conns * 24)) ]; then
 fi
 
 log=$(mktemp -d)
-trap 'kill -TERM "$server_pid" 2>/dev/null || true; rm -rf "$log"' EXIT
-"$server_bin" --listen=127.0.0.1:0 --workers="$workers" --stats_every=500ms >"$log/server.out" 2>"$log/server.err" &
-server_pid=$!
-for _ in $(seq 100); do
-  grep -q '^listening on' "$log/server.out" 2>/dev/null && break
-  sleep 0.05
+server_pids=()
+loadgen_pids=()
+cleanup() {
+  for p in "${server_pids[@]}" "${loadgen_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  rm -rf "$log"
+}
+trap cleanup EXIT
+
+# Servers: the first picks a free port, the others join it.
+listen=127.0.0.1:0
+reuse=()
+[ "$procs" -gt 1 ] && reuse=(--reuse_port)
+declare -a baseline_rss
+for ((k = 0; k < procs; k++)); do
+  "$server_bin" --listen="$listen" --workers="$workers" --stats_every=500ms "${reuse[@]}" \
+    >"$log/server.$k.out" 2>"$log/server.$k.err" &
+  server_pids+=($!)
+  for _ in $(seq 100); do
+    grep -q '^listening on' "$log/server.$k.out" 2>/dev/null && break
+    sleep 0.05
+  done
+  addr=$(sed -n 's/^listening on //p' "$log/server.$k.out")
+  [ -n "$addr" ] || { echo "showcase: server $k did not start:"; cat "$log/server.$k.err"; exit 1; }
+  listen=$addr
+  baseline_rss[k]=$(awk '/^VmRSS/ {print $2 * 1024}' /proc/${server_pids[k]}/status)
 done
-addr=$(sed -n 's/^listening on //p' "$log/server.out")
-[ -n "$addr" ] || { echo "showcase: the server did not start:"; cat "$log/server.err"; exit 1; }
-baseline_rss=$(awk '/^VmRSS/ {print $2 * 1024}' /proc/$server_pid/status)
-echo "showcase: echo server pid $server_pid listening on $addr (RSS $((baseline_rss / 1024)) KiB)"
+echo "showcase: $procs echo server(s) (pids ${server_pids[*]}) listening on $addr, $workers worker(s) each (0: all CPUs)"
 
-set +e
-"$loadgen_bin" --addr="$addr" --conns="$conns" --duration="${duration}s" --hold=2s \
-  --size="$size" --workers="$workers" | tee "$log/loadgen.out"
-loadgen_rc=${PIPESTATUS[0]}
-set -e
+# Generators: disjoint source addresses (each 127.0.x.y pair gives ~28k ports toward one
+# destination), an equal share of the connections each.
+SECONDS=0
+for ((k = 0; k < procs; k++)); do
+  share=$((conns / procs + (k < conns % procs ? 1 : 0)))
+  sources=$(((share + 19999) / 20000))
+  "$loadgen_bin" --addr="$addr" --conns="$share" --duration="${duration}s" --hold=2s \
+    --size="$size" --workers="$workers" --sources="$sources" --source_base=$((k * sources)) \
+    --start_on_sigusr1 --histogram_out="$log/hist.$k" --progress=$([ "$procs" = 1 ] && echo true || echo false) \
+    >"$log/loadgen.$k.out" 2>"$log/loadgen.$k.err" &
+  loadgen_pids+=($!)
+done
+if [ "$procs" = 1 ]; then tail -f "$log/loadgen.0.err" --pid="${loadgen_pids[0]}" >&2 & fi
 
-kill -TERM "$server_pid"
-wait "$server_pid" || true
-lg=$(grep '^LOADGEN' "$log/loadgen.out" || true)
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$lg"; }
-# The server's busiest stats line: most connections held, and the RSS with them.
-read -r peak_conns peak_fibers peak_rss < <(grep '^stats:' "$log/server.out" |
-  sed 's/.*conns=\([0-9]*\).*fibers=\([0-9]*\).*rss_bytes=\([0-9]*\).*/\1 \2 \3/' |
-  sort -n -k1,1 -k3,3 | tail -1)
-peak_conns=${peak_conns:-0}
+# The connections server k holds now: the conns= of its latest stats line (0 before the first).
+server_conns() { { grep '^stats:' "$log/server.$1.out" 2>/dev/null || true; } | tail -1 | sed -n 's/.*conns=\([0-9]*\).*/\1/p'; }
+
+# Wait until every generator has ramped (or ended early), printing the connections held.
+last=""
+while :; do
+  ramped=0 held=0
+  for ((k = 0; k < procs; k++)); do
+    if grep -q '^RAMPED' "$log/loadgen.$k.out" 2>/dev/null || ! kill -0 "${loadgen_pids[k]}" 2>/dev/null; then
+      ramped=$((ramped + 1))
+    fi
+    c=$(server_conns "$k")
+    held=$((held + ${c:-0}))
+  done
+  if [ "$procs" -gt 1 ] && [ "$held" != "$last" ]; then
+    printf 'showcase: %6d connections held by the servers, %d of %d generators ramped\n' "$held" "$ramped" "$procs"
+    last=$held
+  fi
+  [ "$ramped" = "$procs" ] && break
+  sleep 1
+done
+sleep 0.6  # one more stats line from every server, with every connection in
+held_at_once=0
+for ((k = 0; k < procs; k++)); do
+  c=$(server_conns "$k")
+  held_at_once=$((held_at_once + ${c:-0}))
+done
+echo "showcase: all generators ramped after $SECONDS s; the servers hold $held_at_once connections at once; starting traffic"
+for p in "${loadgen_pids[@]}"; do kill -USR1 "$p" 2>/dev/null || true; done
+
+loadgen_rc=0
+for ((k = 0; k < procs; k++)); do
+  wait "${loadgen_pids[k]}" || loadgen_rc=$?
+done
+if [ "$procs" = 1 ]; then grep -v '^RAMPED' "$log/loadgen.0.out" || true; fi
+for p in "${server_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+for p in "${server_pids[@]}"; do wait "$p" || true; done
+server_pids=()
+
+# Per process: the generator's LOADGEN line, and the server's busiest stats line (most
+# connections held, and the RSS with them).
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+num() { local v; v=$(field "$1" "$2"); echo "${v:-0}"; }
+tot_conns=0 tot_rps=0 tot_errors=0 tot_srv_conns=0 tot_srv_fibers=0 tot_growth=0 tot_rss=0
+rows=()
+for ((k = 0; k < procs; k++)); do
+  lg=$(grep '^LOADGEN' "$log/loadgen.$k.out" || true)
+  read -r pc pf pr < <({ grep '^stats:' "$log/server.$k.out" || true; } |
+    sed 's/.*conns=\([0-9]*\).*fibers=\([0-9]*\).*rss_bytes=\([0-9]*\).*/\1 \2 \3/' |
+    sort -n -k1,1 -k3,3 | tail -1)
+  pc=${pc:-0} pf=${pf:-0} pr=${pr:-0}
+  per=n/a
+  [ "$pc" -gt 0 ] && per=$(((pr - baseline_rss[k]) / pc))
+  tot_conns=$((tot_conns + $(num conns "$lg")))
+  tot_rps=$((tot_rps + $(num rps "$lg")))
+  tot_errors=$((tot_errors + $(num errors "$lg")))
+  tot_srv_conns=$((tot_srv_conns + pc))
+  tot_srv_fibers=$((tot_srv_fibers + pf))
+  tot_growth=$((tot_growth + pr - baseline_rss[k]))
+  tot_rss=$((tot_rss + pr))
+  rows+=("$(printf '%-4s %7s %9s %10s %10s %10s %7s %8s %9s' "$k" "$(field conns "$lg")" \
+    "$(field rps "$lg")" "$(field p50_us "$lg")" "$(field p99_us "$lg")" "$(field p999_us "$lg")" \
+    "$(field errors "$lg")" "$pc" "$per")")
+done
+# Percentiles of all requests: merge the histograms (bucket midpoints, ~3% precision).
+read -r p50 p99 p999 < <(cat "$log"/hist.* 2>/dev/null | sort -n -k1,1 | awk '
+  { v[NR] = $1; c[NR] = $2; total += $2 }
+  END {
+    if (total == 0) { print "n/a n/a n/a"; exit }
+    split("0.5 0.99 0.999", qs, " ")
+    out = ""
+    for (j = 1; j <= 3; j++) {
+      rank = int(qs[j] * total); if (rank >= total) rank = total - 1
+      seen = 0
+      for (i = 1; i <= NR; i++) { seen += c[i]; if (seen > rank) break }
+      out = out sprintf("%.1f ", v[i] / 1000)
+    }
+    print out
+  }')
 per_conn=n/a
-if [ "$peak_conns" -gt 0 ]; then
-  per_conn=$(((peak_rss - baseline_rss) / peak_conns))
-fi
+[ "$tot_srv_conns" -gt 0 ] && per_conn=$((tot_growth / tot_srv_conns))
 
 echo
 echo "================ weft showcase: echo server under load ================"
-printf "%-34s %s of %s requested\n" "connections held" "$(field conns)" "$conns"
-printf "%-34s %s req/s (%s-byte messages, %s s, closed loop)\n" "throughput" "$(field rps)" "$size" "$duration"
-printf "%-34s p50 %s us, p99 %s us, p99.9 %s us\n" "latency" "$(field p50_us)" "$(field p99_us)" "$(field p999_us)"
-printf "%-34s %s\n" "errors" "$(field errors)"
-printf "%-34s %s connections, %s fibers alive, RSS %s MiB\n" "server at peak" "$peak_conns" "$peak_fibers" "$((peak_rss / 1048576))"
+printf "%-34s %s\n" "mode" "$([ "$procs" = 1 ] && echo "one server process, one generator" || echo "$procs server processes on one port (SO_REUSEPORT), $procs generators")"
+printf "%-34s %s of %s requested, all at once: %s\n" "connections held" "$tot_conns" "$conns" "$held_at_once"
+printf "%-34s %s req/s (%s-byte messages, %s s, closed loop)\n" "throughput" "$tot_rps" "$size" "$duration"
+printf "%-34s p50 %s us, p99 %s us, p99.9 %s us\n" "latency" "$p50" "$p99" "$p999"
+printf "%-34s %s\n" "errors" "$tot_errors"
+printf "%-34s %s connections, %s fibers alive, RSS %s MiB\n" "servers at peak" "$tot_srv_conns" "$tot_srv_fibers" "$((tot_rss / 1048576))"
 printf "%-34s %s bytes per connection (fiber, stack pages, buffers; kernel socket memory not included)\n" "server RSS per connection" "$per_conn"
-echo "server weft::stats() at peak (field meanings: README, section weft::stats()):"
-grep '^stats:' "$log/server.out" | awk -v c="$peak_conns" '$2 == "conns="c' | tail -1 |
-  sed 's/^stats: //' | tr ' ' '\n' | grep -v -E '^(conns|accepted|rss_bytes)=' | paste -sd' ' |
-  fold -s -w 72 | sed 's/^/  /'
+if [ "$procs" -gt 1 ]; then
+  echo "per process (generator k drives the port; server k is whichever the kernel's hash picked):"
+  printf '  %-4s %7s %9s %10s %10s %10s %7s %8s %9s\n' proc conns req/s p50_us p99_us p99.9_us errors srv_conn rss/conn
+  for r in "${rows[@]}"; do echo "  $r"; done
+else
+  echo "server weft::stats() at peak (field meanings: README, section weft::stats()):"
+  read -r pc _ < <({ grep '^stats:' "$log/server.0.out" || true; } | sed 's/.*conns=\([0-9]*\).*/\1/' | sort -n | tail -1)
+  grep '^stats:' "$log/server.0.out" | awk -v c="$pc" '$2 == "conns="c' | tail -1 |
+    sed 's/^stats: //' | tr ' ' '\n' | grep -v -E '^(conns|accepted|rss_bytes)=' | paste -sd' ' |
+    fold -s -w 72 | sed 's/^/  /'
+fi
 echo "========================================================================"
-if [ "$(field conns)" != "$conns" ]; then
-  echo "(held fewer than requested: see the loadgen's messages above: fd limit or memory)"
+if [ "$tot_conns" != "$conns" ]; then
+  echo "(held fewer than requested: see the generators' messages: fd limit or memory)"
+  for ((k = 0; k < procs; k++)); do grep -h 'loadgen:' "$log/loadgen.$k.err" | grep -v -E 'established|holding' | head -3; done
 fi
 exit "$loadgen_rc"

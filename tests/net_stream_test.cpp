@@ -546,4 +546,55 @@ TEST(NetDialTest, DialFromALocalAddress) {
     EXPECT_EQ(net::dial_tcp(l.local_addr(), o).status().code(), StatusCode::kInvalidArgument);
   });
 }
+
+// SO_REUSEPORT: listeners that all ask for it share one port and every connection reaches exactly
+// one of them; one that does not ask for it is refused the port with a message saying why.
+TEST_P(NetTest, ReusePortListenersShareAPortAndSplitItsConnections) {
+  weft::run(
+      [] {
+        net::ListenOptions o;
+        o.reuse_port = true;
+        net::TcpListener a = must(net::listen_tcp("127.0.0.1:0", o), "listen a");
+        const std::string addr = a.local_addr();
+        net::TcpListener b = must(net::listen_tcp(addr, o), "listen b on a's port");
+        EXPECT_EQ(b.local_addr(), addr);
+        absl::StatusOr<net::TcpListener> plain = net::listen_tcp(addr);
+        EXPECT_EQ(plain.status().code(), StatusCode::kFailedPrecondition) << plain.status();
+        EXPECT_TRUE(contains_ci(text(plain.status()), "reuse_port")) << plain.status();
+        net::ListenOptions no_reuse;
+        absl::StatusOr<net::TcpListener> plain2 = net::listen_tcp(addr, no_reuse);
+        EXPECT_EQ(plain2.status().code(), StatusCode::kFailedPrecondition) << plain2.status();
+
+        constexpr int kConns = 64;
+        std::atomic<int> accepted_a{0}, accepted_b{0};
+        auto serve = [](net::TcpListener& l, std::atomic<int>& count) {
+          return weft::spawn([&l, &count] {
+            for (;;) {
+              absl::StatusOr<net::TcpStream> s = l.accept();
+              if (!s.ok()) return;  // closed below
+              count.fetch_add(1);
+              char byte;
+              must(s->read(&byte, 1), "read");
+              must_ok(s->write_all(std::string_view(&byte, 1)), "reply");
+            }
+          });
+        };
+        weft::Task<void> ta = serve(a, accepted_a), tb = serve(b, accepted_b);
+        for (int i = 0; i < kConns; ++i) {
+          net::TcpStream c = must(net::dial_tcp(addr, kIoBound), "dial");
+          c.set_deadline(in(kIoBound));
+          must_ok(c.write_all("x"), "write");
+          char byte = 0;
+          must(c.read(&byte, 1), "read reply");
+          EXPECT_EQ(byte, 'x');
+        }
+        EXPECT_EQ(accepted_a.load() + accepted_b.load(), kConns);
+        a.close();
+        b.close();
+        ta.join();
+        tb.join();
+      },
+      with_workers(GetParam()));
+}
+
 }  // namespace

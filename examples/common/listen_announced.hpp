@@ -11,9 +11,9 @@
 
 namespace examples {
 
-inline std::optional<weft::net::TcpListener> listen_announced(const char* program,
-                                                              const std::string& addr) {
-  absl::StatusOr<weft::net::TcpListener> l = weft::net::listen_tcp(addr);
+inline std::optional<weft::net::TcpListener> listen_announced(
+    const char* program, const std::string& addr, const weft::net::ListenOptions& options = {}) {
+  absl::StatusOr<weft::net::TcpListener> l = weft::net::listen_tcp(addr, options);
   if (!l.ok()) {
     std::fprintf(stderr, "%s: %s\n", program, std::string(l.status().ToString()).c_str());
     return std::nullopt;

@@ -1,10 +1,12 @@
 // echo_server: a TCP echo server in plain blocking style, one fiber per connection.
 //
-//   echo_server --listen=127.0.0.1:7000 [--workers=N] [--stats_every=1s]
+//   echo_server --listen=127.0.0.1:7000 [--workers=N] [--stats_every=1s] [--reuse_port]
 //
 // Prints "listening on HOST:PORT" once it accepts connections; SIGINT/SIGTERM close the listener
 // and end run(), which unwinds the connection fibers (closing their sockets). With --stats_every
-// it prints a `stats` line (connections, fibers, RSS) periodically; the showcase reads them.
+// it prints a `stats` line (connections, fibers, RSS) periodically; the showcase reads them. With
+// --reuse_port several server processes share one port (SO_REUSEPORT), each holding its own
+// share of the connections: how the showcase goes past one process's fd limit.
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
@@ -23,6 +25,8 @@
 ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "address to listen on, HOST:PORT");
 ABSL_FLAG(int, workers, 0, "weft workers (0: all CPUs)");
 ABSL_FLAG(absl::Duration, stats_every, absl::ZeroDuration(), "print a stats line this often");
+ABSL_FLAG(bool, reuse_port, false,
+          "listen with SO_REUSEPORT, so that several server processes share the port");
 
 namespace {
 
@@ -65,8 +69,10 @@ int main(int argc, char** argv) {
   int rc = 0;
   weft::run(
       [&] {
+        weft::net::ListenOptions listen_options;
+        listen_options.reuse_port = absl::GetFlag(FLAGS_reuse_port);
         std::optional<weft::net::TcpListener> l =
-            examples::listen_announced("echo_server", absl::GetFlag(FLAGS_listen));
+            examples::listen_announced("echo_server", absl::GetFlag(FLAGS_listen), listen_options);
         if (!l) {
           rc = 1;
           return;

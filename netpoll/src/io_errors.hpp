@@ -4,7 +4,6 @@
 
 #include <absl/status/status.h>
 #include <absl/strings/str_cat.h>
-
 #include <string.h>  // strerrordesc_np
 
 #include <string>
@@ -28,8 +27,7 @@ inline absl::Status errno_error(int err, std::string_view op, int fd, std::strin
       extra.empty() ? absl::StrCat(absl::string_view(op.data(), op.size()), " fd ", fd)
                     : absl::StrCat(absl::string_view(op.data(), op.size()), " fd ", fd, " (",
                                    absl::string_view(extra.data(), extra.size()), ")");
-  return absl::Status(absl::ErrnoToStatusCode(err),
-                      absl::StrCat(msg, ": ", errno_reason(err)));
+  return absl::Status(absl::ErrnoToStatusCode(err), absl::StrCat(msg, ": ", errno_reason(err)));
 }
 
 inline absl::Status closed_error(std::string_view op, int fd) {

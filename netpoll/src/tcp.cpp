@@ -195,6 +195,12 @@ UnixListener::~UnixListener() {
 }
 
 absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, int backlog) {
+  ListenOptions options;
+  options.backlog = backlog;
+  return listen_tcp(addr, options);
+}
+
+absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, const ListenOptions& options) {
   weft::detail::require_fiber("weft::net::listen_tcp");
   auto addrs = detail::resolve(addr, SOCK_STREAM, /*passive=*/true, "listen_tcp");
   if (!addrs.ok()) return addrs.status();
@@ -203,10 +209,21 @@ absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, int backlog) {
   if (fd < 0) return detail::errno_error(errno, "listen_tcp: socket", -1, addr);
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd, a.get(), a.len) != 0 || ::listen(fd, backlog) != 0) {
+  if (options.reuse_port && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
     const int err = errno;
     ::close(fd);
-    return detail::errno_error(err, "listen_tcp", fd, addr);
+    return detail::errno_error(err, "listen_tcp: setsockopt(SO_REUSEPORT)", fd, addr);
+  }
+  if (::bind(fd, a.get(), a.len) != 0 || ::listen(fd, options.backlog) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return detail::errno_error(err, "listen_tcp", fd,
+                               err == EADDRINUSE
+                                   ? std::string(addr) +
+                                         "; another socket holds the port: listeners sharing a "
+                                         "port must all set ListenOptions::reuse_port and "
+                                         "belong to one user"
+                                   : std::string(addr));
   }
   absl::StatusOr<PollDesc*> pd = register_fd(fd, "listen_tcp");
   if (!pd.ok()) return pd.status();

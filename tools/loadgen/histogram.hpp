@@ -30,6 +30,14 @@ class LatencyHistogram {
   }
   // Valid on a histogram that received merge()s only.
   std::uint64_t count() const noexcept { return total_; }
+  // Calls f(value_ns, count) for every non-empty bucket, in increasing value (bucket midpoint).
+  template <class F>
+  void for_each_bucket(F f) const {
+    for (int i = 0; i < kBuckets; ++i) {
+      const std::uint64_t c = counts_[i].load(std::memory_order_relaxed);
+      if (c) f(value_of(i), c);
+    }
+  }
   // The value below which a fraction q (0..1) of the samples lie (bucket midpoint).
   std::uint64_t quantile(double q) const noexcept {
     if (total_ == 0) return 0;

@@ -14,18 +14,27 @@
 // loopback destination, connections are spread over --sources addresses of 127.0.0.0/8
 // (127.0.1.1, 127.0.1.2, ...), which Linux routes to lo without any setup, so N is not capped by
 // the port range. The fd limit caps N: the generator raises its soft limit to the hard one and
-// says plainly how many connections that allows.
+// says plainly how many connections that allows. Several generator processes (the showcase's
+// multi-process mode) take disjoint source addresses with --source_base.
+//
+// Coordination with a script running several generators: --start_on_sigusr1 makes the generator
+// print "RAMPED conns=N" after the ramp and wait for SIGUSR1 before its traffic, so every
+// process holds its connections at the same moment; --histogram_out writes the latency
+// histogram ("VALUE_NS COUNT" per non-empty bucket) so the script can merge percentiles.
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
 #include <absl/strings/str_cat.h>
 #include <absl/time/time.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -50,6 +59,13 @@ ABSL_FLAG(int, sources, -1,
           "source addresses in 127.0.0.0/8 to spread connections over "
           "(-1: automatic, one per 20000 connections toward a loopback "
           "destination; 0: let the kernel choose)");
+ABSL_FLAG(int, source_base, 0,
+          "index of the first source address (127.0.1.1 is 0): generators running side by side "
+          "take disjoint ranges");
+ABSL_FLAG(bool, start_on_sigusr1, false,
+          "after the ramp, print \"RAMPED conns=N\" and wait for SIGUSR1 before the traffic");
+ABSL_FLAG(std::string, histogram_out, "",
+          "write the latency histogram here: one \"VALUE_NS COUNT\" line per non-empty bucket");
 ABSL_FLAG(int, dial_concurrency, 512, "dials in flight at once during the ramp");
 ABSL_FLAG(absl::Duration, dial_timeout, absl::Seconds(10), "timeout of each dial");
 ABSL_FLAG(bool, progress, true, "show a progress bar while connections ramp up");
@@ -207,8 +223,27 @@ int main(int argc, char** argv) {
   if (active <= 0 || active > conns) active = conns;
   int nsources = absl::GetFlag(FLAGS_sources);
   if (nsources < 0) nsources = is_loopback(sh.addr) && conns > 20000 ? (conns + 19999) / 20000 : 0;
-  for (int i = 0; i < nsources; ++i) {
+  const int source_base = std::max(0, absl::GetFlag(FLAGS_source_base));
+  if (nsources > 0 && source_base + nsources > 250 * 250) {
+    std::fprintf(stderr, "loadgen: --source_base=%d --sources=%d goes past 127.0.250.250\n",
+                 source_base, nsources);
+    return 2;
+  }
+  for (int i = source_base; i < source_base + nsources; ++i) {
     sh.sources.push_back(absl::StrCat("127.0.", 1 + i / 250, ".", 1 + i % 250));
+  }
+  // Blocked before run() so that every worker thread inherits the mask; read via a signalfd.
+  int start_sigfd = -1;
+  if (absl::GetFlag(FLAGS_start_on_sigusr1)) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, nullptr);
+    start_sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (start_sigfd < 0) {
+      std::perror("loadgen: signalfd");
+      return 2;
+    }
   }
   const absl::Duration duration = absl::GetFlag(FLAGS_duration);
   const absl::Duration hold = absl::GetFlag(FLAGS_hold);
@@ -274,6 +309,19 @@ int main(int argc, char** argv) {
         out.ramp_s = std::chrono::duration<double>(Clock::now() - ramp_start).count();
         std::fprintf(stderr, "loadgen: %d connections established in %.2f s (%d failed)\n",
                      sh.connected.load(), out.ramp_s, sh.dial_failed.load());
+        if (start_sigfd >= 0) {
+          std::printf("RAMPED conns=%d\n", sh.connected.load());
+          std::fflush(stdout);
+          signalfd_siginfo si;
+          for (;;) {
+            const absl::Status w = weft::net::wait_readable(start_sigfd);
+            if (!w.ok()) {
+              std::fprintf(stderr, "loadgen: waiting for SIGUSR1: %s\n", describe(w).c_str());
+              break;
+            }
+            if (read(start_sigfd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) break;
+          }
+        }
         const auto t0 = Clock::now();
         start.close();
         weft::this_fiber::sleep_for(absl::ToChronoNanoseconds(duration));
@@ -290,8 +338,21 @@ int main(int argc, char** argv) {
       },
       weft::Options{.workers = workers});
 
+  if (start_sigfd >= 0) close(start_sigfd);
   LatencyHistogram all;
   for (int i = 0; i < kShards; ++i) all.merge(sh.hist[i]);
+  if (const std::string path = absl::GetFlag(FLAGS_histogram_out); !path.empty()) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "loadgen: cannot write --histogram_out=%s: %s\n", path.c_str(),
+                   std::strerror(errno));
+      return 2;
+    }
+    all.for_each_bucket([f](std::uint64_t value_ns, std::uint64_t count) {
+      std::fprintf(f, "%" PRIu64 " %" PRIu64 "\n", value_ns, count);
+    });
+    std::fclose(f);
+  }
   const double secs = std::max(1e-9, absl::ToDoubleSeconds(duration));
   const double rps = static_cast<double>(sh.requests.load()) / secs;
   auto us = [&](double q) { return static_cast<double>(all.quantile(q)) / 1000.0; };

@@ -145,6 +145,19 @@ class UdpSocket : public Socket {
 };
 
 absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, int backlog = 4096);
+
+// listen_tcp with more control (an addition to the core API).
+struct ListenOptions {
+  int backlog = 4096;
+  // SO_REUSEPORT: several listeners -- in this process or in others of the same user -- bind
+  // the same address, and the kernel spreads incoming connections over them by a hash of the
+  // peer's address. How a service grows past one process's fd limit, or runs one accept queue
+  // per worker. Every listener on the port must set it; binding fails with
+  // kFailedPrecondition (EADDRINUSE) otherwise. With port 0, the first listener gets a port and the
+  // others pass it.
+  bool reuse_port = false;
+};
+absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, const ListenOptions& options);
 // timeout 0: no limit beyond the kernel's own connect timeout. A name with several addresses is
 // tried in order within the one timeout.
 absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, std::chrono::nanoseconds timeout = {});
