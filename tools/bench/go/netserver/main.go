@@ -41,7 +41,7 @@ func fail(format string, args ...any) {
 
 func serveEcho(c net.Conn) {
 	defer c.Close()
-	buf := make([]byte, 512)
+	buf := make([]byte, 4096) // as a user writes it; the same size as weft's echo_server
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
