@@ -547,6 +547,64 @@ TEST(NetDialTest, DialFromALocalAddress) {
   });
 }
 
+// A read that returns less than asked is taken to mean the socket has nothing more, and the next
+// read waits for the next edge instead of trying first. Two things end a read early with more
+// still to come and no edge after it. In both tests the reader is parked before anything is sent,
+// and the sender sends everything without switching, so (on one worker) one edge announces all
+// of it and wakes the reader; a wrong wait after the first, short read would then never end
+// (the deadline makes that a failure).
+// 1. TCP urgent data: a read stops at the urgent mark (the urgent byte itself is out of band).
+TEST_P(NetTest, BytesAfterTcpUrgentDataArriveWithoutAnotherEdge) {
+  weft::run(
+      [] {
+        net::TcpListener l = must(net::listen_tcp("127.0.0.1:0"), "listen");
+        net::TcpStream c = must(net::dial_tcp(l.local_addr(), kIoBound), "dial");
+        net::TcpStream s = must(l.accept(), "accept");
+        s.set_deadline(in(kIoBound));
+        weft::Task<std::string> reader = weft::spawn([&] {
+          std::string got;
+          char buf[64];
+          while (got.size() < 6) {
+            const std::size_t n = must(s.read(buf, sizeof buf), "read after \"" + got + "\"");
+            if (n == 0) throw std::runtime_error("end of stream after \"" + got + "\"");
+            got.append(buf, n);
+          }
+          return got;
+        });
+        ASSERT_TRUE(eventually([&] { return parked_on_io({reader.id()}); }));
+        ASSERT_EQ(send(c.fd(), "abc", 3, 0), 3);
+        ASSERT_EQ(send(c.fd(), "X", 1, MSG_OOB), 1);
+        ASSERT_EQ(send(c.fd(), "def", 3, 0), 3);
+        EXPECT_EQ(reader.join(), "abcdef");
+      },
+      with_workers(GetParam()));
+}
+
+// 2. The end of the stream queued behind the data: the read returns the data, the next one must
+// return 0 at once although no edge comes after the first read.
+TEST_P(NetTest, EndOfStreamQueuedBehindDataIsSeenWithoutAnotherEdge) {
+  weft::run(
+      [] {
+        net::TcpListener l = must(net::listen_tcp("127.0.0.1:0"), "listen");
+        net::TcpStream c = must(net::dial_tcp(l.local_addr(), kIoBound), "dial");
+        net::TcpStream s = must(l.accept(), "accept");
+        s.set_deadline(in(kIoBound));
+        weft::Task<std::size_t> reader = weft::spawn([&] {
+          char buf[64];
+          const std::size_t first = must(s.read(buf, sizeof buf), "read the data");
+          if (must(s.read(buf, sizeof buf), "read the end of stream") != 0) {
+            throw std::runtime_error("more than the data before the end of stream");
+          }
+          return first;
+        });
+        ASSERT_TRUE(eventually([&] { return parked_on_io({reader.id()}); }));
+        must_ok(c.write_all("hello"), "write");
+        must_ok(c.shutdown_write(), "half-close");
+        EXPECT_EQ(reader.join(), 5u);
+      },
+      with_workers(GetParam()));
+}
+
 // SO_REUSEPORT: listeners that all ask for it share one port and every connection reaches exactly
 // one of them; one that does not ask for it is refused the port with a message saying why.
 TEST_P(NetTest, ReusePortListenersShareAPortAndSplitItsConnections) {

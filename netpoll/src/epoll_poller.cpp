@@ -74,7 +74,12 @@ class EpollPoller final : public weft::detail::Poller {
       }
       PollDesc* pd = poll_from_token(ev.data.u64);
       if (!pd) continue;  // stale: the fd was closed since
-      if (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+      // Urgent data, end of stream or an error: a short read no longer proves the socket has
+      // nothing more to read ("Short reads", poll_desc.hpp). Set before the wake publishes it.
+      if (ev.events & (EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        pd->short_read_unreliable.store(true, std::memory_order_release);
+      }
+      if (ev.events & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         poll_ready(pd, Mode::kRead, ready);
       }
       if (ev.events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) poll_ready(pd, Mode::kWrite, ready);

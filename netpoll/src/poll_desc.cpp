@@ -117,12 +117,15 @@ PollDesc* poll_open(int fd, bool owns_fd) {
   pd->owns_fd = owns_fd;
   pd->refs.store(1, std::memory_order_relaxed);
   pd->closing.store(false, std::memory_order_relaxed);
+  pd->short_read_drains = false;
+  pd->short_read_unreliable.store(false, std::memory_order_relaxed);
+  pd->rd_drained.store(false, std::memory_order_relaxed);
   for (PollDesc::Side* s : {&pd->rd, &pd->wr}) {
     s->slot.store(PollDesc::kEmpty, std::memory_order_relaxed);
     s->deadline.store(0, std::memory_order_relaxed);
   }
   epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
   ev.data.u64 = poll_token(pd);
   if (epoll_ctl(epoll_instance(), EPOLL_CTL_ADD, fd, &ev) != 0) {
     const int err = errno;

@@ -86,10 +86,29 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
   IoCall call(pd);
   if (!call.ok() || this->pd() != pd) return closed_error("read", fd);
   if (absl::Status s = precheck(pd, Mode::kRead, "read", fd); !s.ok()) return s;
+  // After a short read, wait for the next edge before reading (see "Short reads" in
+  // poll_desc.hpp): the read() it saves would only say EAGAIN.
+  bool wait_first = false;
+  if (n > 0 && pd->rd_drained.load(std::memory_order_relaxed)) {
+    pd->rd_drained.store(false, std::memory_order_relaxed);
+    wait_first = true;
+  }
   for (;;) {
     if (pd->closing.load(std::memory_order_acquire)) return closed_error("read", fd);
+    if (wait_first) {
+      wait_first = false;
+      if (WaitResult w = poll_wait(pd, Mode::kRead); w != WaitResult::kReady) {
+        return wait_error(w, "read", fd);
+      }
+    }
     const ssize_t r = ::read(fd, buf, n);
-    if (r >= 0) return static_cast<std::size_t>(r);
+    if (r >= 0) {
+      if (r > 0 && static_cast<std::size_t>(r) < n && pd->short_read_drains &&
+          !pd->short_read_unreliable.load(std::memory_order_acquire)) {
+        pd->rd_drained.store(true, std::memory_order_relaxed);
+      }
+      return static_cast<std::size_t>(r);
+    }
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN) return errno_error(err, "read", fd);

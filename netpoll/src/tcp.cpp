@@ -59,6 +59,7 @@ absl::StatusOr<std::pair<int, PollDesc*>> accept_one(int lfd, PollDesc* lpd, boo
       if (tcp) set_nodelay(fd);
       absl::StatusOr<PollDesc*> pd = register_fd(fd, "accept");
       if (!pd.ok()) return pd.status();
+      (*pd)->short_read_drains = tcp;
       return std::pair{fd, *pd};
     }
     const int err = errno;
@@ -262,6 +263,7 @@ absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, const DialOptions& opt
     }
     absl::StatusOr<PollDesc*> pd = register_fd(fd, "dial_tcp");
     if (!pd.ok()) return pd.status();
+    (*pd)->short_read_drains = true;
     TcpStream s(fd, *pd);  // closes the fd if we give up on this address
     last = connect_fd(fd, *pd, a, deadline, text);
     if (last.ok()) {
