@@ -1,13 +1,16 @@
-// Fiber-aware synchronization: Mutex, CondVar, WaitGroup, Semaphore. They park fibers, never
-// kernel threads (WaitGroup and Semaphore also accept plain threads, which then block). All four
-// are built on one WaitList + SpinLock pair; see runtime/src/sync/sync.cpp for the algorithms.
+// Fiber-aware synchronization: Mutex, CondVar, WaitGroup, Semaphore, RWMutex, Once, and
+// FiberLocal (a value per fiber). The primitives park fibers, never kernel threads (WaitGroup and
+// Semaphore also accept plain threads, which then block). All are built on one WaitList +
+// SpinLock pair; see runtime/src/sync/ for the algorithms.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <utility>
 
 #include "weft/detail/deadline.hpp"
 #include "weft/detail/spin_lock.hpp"
@@ -114,6 +117,104 @@ class Semaphore {
   std::atomic<std::int64_t> count_;
   detail::SpinLock guard_;
   detail::WaitList waiters_ ABSL_GUARDED_BY(guard_);
+};
+
+// A reader/writer mutex (Go's sync.RWMutex): any number of readers or one writer. Writer-
+// preferring, as Go's: once a writer waits, new readers queue behind it, so a stream of readers
+// cannot starve it; when a writer unlocks, the readers that queued meanwhile all get in before the
+// next writer, so writers cannot starve readers either. Not recursive (a reader that takes the
+// read lock again while a writer waits deadlocks, as in Go). Needs a fiber to wait; works with
+// std::unique_lock, std::lock_guard and std::shared_lock.
+class RWMutex {
+ public:
+  RWMutex() = default;
+  RWMutex(const RWMutex&) = delete;
+  RWMutex& operator=(const RWMutex&) = delete;
+
+  void lock();
+  bool try_lock() noexcept;
+  void unlock();
+  void lock_shared();
+  bool try_lock_shared() noexcept;
+  void unlock_shared();
+
+ private:
+  void lock_slow();
+  void unlock_slow();
+  void lock_shared_slow();
+  void unlock_shared_slow();
+  void after_writer_withdrew();
+  // Low 32 bits: readers holding the lock. kWriter: a writer holds it. kWriterWaiting: writers_
+  // is non-empty (new readers must queue). kReadersWaiting: readers_ is non-empty (the writer's
+  // unlock must release them). The flags change only under guard_; the fast paths CAS the word.
+  std::atomic<std::uint64_t> state_{0};
+  detail::SpinLock guard_;
+  detail::WaitList readers_ ABSL_GUARDED_BY(guard_);
+  detail::WaitList writers_ ABSL_GUARDED_BY(guard_);
+};
+
+// Go's sync.Once, with exceptions: call(f) runs f in the first caller; callers that come while it
+// runs park until it returns. If f throws, the exception reaches the caller that ran it, the Once
+// stays not-done, and the next waiting (or later) caller runs f again. Once done, call() is one
+// acquire load. Needs a fiber to wait.
+class Once {
+ public:
+  Once() = default;
+  Once(const Once&) = delete;
+  Once& operator=(const Once&) = delete;
+
+  template <class F>
+  void call(F&& f) {
+    if (state_.load(std::memory_order_acquire) == kDone) return;
+    if (!enter()) return;
+    try {
+      std::forward<F>(f)();
+    } catch (...) {
+      leave(false);
+      throw;
+    }
+    leave(true);
+  }
+  bool done() const noexcept { return state_.load(std::memory_order_acquire) == kDone; }
+
+ private:
+  static constexpr std::uint32_t kIdle = 0, kRunning = 1, kDone = 2;
+  bool enter();         // true: the caller runs f; false: it is done (waited if running)
+  void leave(bool ok);  // after f: done, or back to idle; wakes the waiters
+  std::atomic<std::uint32_t> state_{kIdle};
+  detail::SpinLock guard_;
+  detail::WaitList waiters_ ABSL_GUARDED_BY(guard_);
+};
+
+namespace detail {
+// FiberLocal's untyped storage (sched/fiber_locals.cpp): slot `index` of the calling fiber.
+std::size_t fiber_local_new_index() noexcept;
+void* fiber_local_get(std::size_t index);  // null if unset; std::logic_error outside a fiber
+void fiber_local_set(std::size_t index, void* value, void (*destroy)(void*));
+}  // namespace detail
+
+// A value per fiber (Boost.Fiber's fiber_specific_ptr, Tokio's task_local): get() returns the
+// calling fiber's own T, value-initialised on its first get(), and destroyed when that fiber ends
+// (after its function returns or unwinds, on its own stack). Unlike thread_local it follows the
+// fiber when it migrates between kernel threads. get() outside a fiber throws std::logic_error.
+// A FiberLocal may be destroyed while fibers still hold values of it: those are destroyed when
+// their fibers end. Request ids, trace spans, per-fiber caches.
+template <class T>
+class FiberLocal {
+ public:
+  FiberLocal() : index_(detail::fiber_local_new_index()) {}
+  FiberLocal(const FiberLocal&) = delete;
+  FiberLocal& operator=(const FiberLocal&) = delete;
+
+  T& get() {
+    if (void* p = detail::fiber_local_get(index_)) return *static_cast<T*>(p);
+    T* value = new T();
+    detail::fiber_local_set(index_, value, [](void* p) { delete static_cast<T*>(p); });
+    return *value;
+  }
+
+ private:
+  std::size_t index_;
 };
 
 }  // namespace weft

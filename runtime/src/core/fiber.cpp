@@ -58,6 +58,10 @@ const char* wait_reason_name(WaitReason r) noexcept {
       return "io write";
     case WaitReason::kForever:
       return "forever";
+    case WaitReason::kRWMutex:
+      return "rwmutex";
+    case WaitReason::kOnce:
+      return "once";
   }
   return "?";
 }

@@ -11,6 +11,7 @@
 //  - `reg_prev/reg_next`, `name`: the registry shard lock (registry.cpp).
 //  - `join_word`: atomic handshake between the finishing fiber and one joiner
 //    (sched/fiber_lifecycle.cpp).
+//  - `locals`: the fiber itself only (sched/fiber_locals.cpp).
 //  - `refs`: 1 for the running fiber + 1 for a Task handle; the last release frees the memory.
 //  - wait_* fields: written by the fiber itself before it parks, read racily by dumps.
 #pragma once
@@ -36,6 +37,7 @@ enum class FiberState : std::uint8_t { kCreated, kRunnable, kRunning, kParked, k
 const char* fiber_state_name(FiberState s) noexcept;
 
 struct Fiber;
+struct FiberLocals;
 // Runs the closure's release hook and frees the record (the last reference is gone).
 void fiber_free(Fiber* f) noexcept;
 
@@ -55,7 +57,9 @@ struct Fiber {
   std::atomic<std::uintptr_t> join_word{0};  // 0 running, 1 done, else a joiner's WaitNode*
   Fiber* reg_prev = nullptr;
   Fiber* reg_next = nullptr;
-  std::string* name = nullptr;  // allocated by set_name only
+  std::string* name = nullptr;    // allocated by set_name only
+  FiberLocals* locals = nullptr;  // FiberLocal values (sched/fiber_locals.cpp); only the fiber
+                                  // itself touches them, and it frees them before it ends
   std::atomic<std::int64_t> wait_arg{-1};
   std::atomic<std::int64_t> parked_at_ns{0};
   // Per-fiber copies of thread state that the compiler and libstdc++ keep per kernel thread.

@@ -13,6 +13,7 @@
 #include "core/registry.hpp"
 #include "core/stack_profiler.hpp"
 #include "sched/fiber_lifecycle.hpp"
+#include "sched/fiber_locals.hpp"
 #include "sched/scheduler.hpp"
 #include "weft/detail/assert.hpp"
 
@@ -110,6 +111,7 @@ void fiber_trampoline(transfer_t t) {
   } catch (const FiberUnwind&) {
     self->unwound = true;
   }
+  if (self->locals) destroy_fiber_locals(self);
   w = current_worker();  // the fiber may have migrated
   exit_current_fiber(*w);
 }

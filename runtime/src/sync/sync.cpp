@@ -9,56 +9,19 @@
 
 #include <stdexcept>
 
+#include "sync/wait_queue.hpp"
 #include "weft/detail/assert.hpp"
 #include "weft/detail/park.hpp"
 
 namespace weft {
 namespace {
 
+using detail::queue_and_park;
 using detail::SpinLock;
 using detail::WaitList;
 using detail::WaitNode;
 using detail::WaitReason;
-
-// Queues `node` on `list` (guard held on entry) and parks until a waker grants it something
-// (park_unlocking releases the guard). On FiberUnwind, unlinks the node or, if a waker already
-// granted something, lets `give_back` return it once the guard is released. Guard not held on
-// return.
-template <class GiveBack>
-void queue_and_park(SpinLock& guard, WaitList& list, WaitNode& node, WaitReason reason,
-                    GiveBack give_back, bool front = false) ABSL_UNLOCK_FUNCTION(guard) {
-  node.waker = detail::Waker::current();
-  node.grant = 0;
-  if (front) {
-    list.push_front(&node);
-  } else {
-    list.push_back(&node);
-  }
-  std::uint32_t granted = 0;
-  try {
-    detail::park_unlocking(guard, reason, [&](bool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard) {
-      if (node.linked) {
-        list.remove(&node);
-      } else {
-        granted = node.grant;
-      }
-    });
-  } catch (const detail::FiberUnwind&) {
-    if (granted != 0) give_back(granted);  // guard released: give_back may take it
-    throw;
-  }
-}
-
-// Wakes the waiters chained through `next` (unlinked under the guard, which is released now).
-// Each node's frame may be gone once it is woken, so `next` is read first.
-void wake_chain(WaitNode* chain) {
-  while (chain) {
-    WaitNode* next = chain->next;
-    const detail::Waker waker = chain->waker;
-    waker.wake();
-    chain = next;
-  }
-}
+using detail::wake_chain;
 
 constexpr std::uint32_t kLocked = 1;
 constexpr std::uint32_t kWaiters = 2;

@@ -49,6 +49,8 @@ enum class WaitReason : std::uint8_t {
   kIoRead,
   kIoWrite,
   kForever,
+  kRWMutex,
+  kOnce,
 };
 const char* wait_reason_name(WaitReason r) noexcept;
 

@@ -1,0 +1,209 @@
+// RWMutex (weft/sync.hpp): one state word for the fast paths, two WaitLists for the slow ones.
+//
+// state_: the number of readers holding the lock (low 32 bits) and three flags. kWriter: a
+// writer holds it. kWriterWaiting: writers_ is non-empty. kReadersWaiting: readers_ is non-empty.
+// Invariants: the flags change only under guard_ (so a waiter that queues and the flag that
+// announces it appear together for every guard_ holder); kWriter and a reader count > 0 never
+// hold at once.
+//
+// Fast paths, one CAS each: lock_shared adds a reader when no writer holds or waits (writer
+// preference); lock takes a word that is exactly 0; unlock_shared subtracts one and goes slow only
+// when it was the last reader and a writer waits; unlock clears a word that is exactly kWriter.
+//
+// Shutdown: a waiter unwound (FiberUnwind) before its grant leaves its list; a writer that does
+// so also clears kWriterWaiting when it was the last one queued, and lets in the readers that
+// queued only because of it.
+//
+// Hand-off: a slow unlock grants the lock to the woken waiters before it wakes them (their
+// WaitNode's grant; the word already counts them), so a woken waiter owns what it waited for and
+// never races a newcomer. A writer's unlock releases every queued reader first (they all came
+// while it held the lock), then the next writer; the last reader's unlock hands over to the first
+// queued writer.
+#include "sync/wait_queue.hpp"
+#include "weft/detail/assert.hpp"
+#include "weft/sync.hpp"
+
+namespace weft {
+namespace {
+
+using detail::WaitNode;
+using detail::WaitReason;
+
+constexpr std::uint64_t kReaderMask = 0xffffffffull;
+constexpr std::uint64_t kWriter = 1ull << 32;
+constexpr std::uint64_t kWriterWaiting = 1ull << 33;
+constexpr std::uint64_t kReadersWaiting = 1ull << 34;
+constexpr std::uint32_t kGranted = 1;
+
+}  // namespace
+
+bool RWMutex::try_lock() noexcept {
+  std::uint64_t expected = 0;
+  return state_.compare_exchange_strong(expected, kWriter, std::memory_order_acquire);
+}
+
+void RWMutex::lock() {
+  detail::require_fiber("weft::RWMutex::lock()");
+  if (try_lock()) return;
+  lock_slow();
+}
+
+void RWMutex::lock_slow() {
+  guard_.lock();
+  std::uint64_t s = state_.load(std::memory_order_relaxed);
+  for (;;) {
+    // Free, and no writer queued ahead of us: take it.
+    if ((s & (kReaderMask | kWriter)) == 0 && writers_.empty()) {
+      if (state_.compare_exchange_weak(s, s | kWriter, std::memory_order_acquire)) {
+        guard_.unlock();
+        return;
+      }
+      continue;
+    }
+    if (state_.compare_exchange_weak(s, s | kWriterWaiting, std::memory_order_relaxed)) break;
+  }
+  WaitNode node;
+  // Granted: the unlocker set kWriter for us. On FiberUnwind with the grant already made, give
+  // the lock back; without it, our node is gone and the flags may say "writer waiting" for
+  // nobody, which would keep readers out for good.
+  bool granted = false;
+  try {
+    detail::queue_and_park(guard_, writers_, node, WaitReason::kRWMutex,
+                           [this, &granted](std::uint32_t) {
+                             granted = true;
+                             unlock();
+                           });
+  } catch (const detail::FiberUnwind&) {
+    if (!granted) after_writer_withdrew();
+    throw;
+  }
+  WEFT_ASSERT(node.grant == kGranted, "an RWMutex writer woke without the lock");
+}
+
+void RWMutex::after_writer_withdrew() {
+  WaitNode* chain = nullptr;
+  guard_.lock();
+  std::uint64_t s = state_.load(std::memory_order_relaxed);
+  if (writers_.empty()) {
+    // No writer waits any more: readers may enter, and those that queued behind the one that
+    // withdrew get in now unless a writer holds the lock (its unlock would release them).
+    std::uint64_t n = 0;
+    if (!(s & kWriter)) {
+      while (WaitNode* r = readers_.pop_front()) {
+        r->grant = kGranted;
+        r->next = chain;
+        chain = r;
+        ++n;
+      }
+    }
+    std::uint64_t next;
+    do {
+      next = (s & ~kWriterWaiting) + n;
+      if (readers_.empty()) next &= ~kReadersWaiting;
+    } while (!state_.compare_exchange_weak(s, next, std::memory_order_release));
+  }
+  guard_.unlock();
+  detail::wake_chain(chain);
+}
+
+void RWMutex::unlock() {
+  std::uint64_t expected = kWriter;
+  if (state_.compare_exchange_strong(expected, 0, std::memory_order_release)) return;
+  WEFT_ASSERT(expected & kWriter, "RWMutex::unlock() of a mutex no writer holds");
+  unlock_slow();
+}
+
+void RWMutex::unlock_slow() {
+  WaitNode* chain = nullptr;
+  guard_.lock();
+  std::uint64_t s = state_.load(std::memory_order_relaxed);
+  std::uint64_t next;
+  if (!readers_.empty()) {
+    // The readers that queued while we held it all get in now.
+    std::uint64_t n = 0;
+    while (WaitNode* r = readers_.pop_front()) {
+      r->grant = kGranted;
+      r->next = chain;
+      chain = r;
+      ++n;
+    }
+    do {
+      next = ((s & ~(kWriter | kReadersWaiting)) + n);
+    } while (!state_.compare_exchange_weak(s, next, std::memory_order_release));
+  } else if (WaitNode* w = writers_.pop_front()) {
+    // Straight to the next writer: kWriter stays set.
+    w->grant = kGranted;
+    w->next = nullptr;
+    chain = w;
+    do {
+      next = (writers_.empty() ? (s & ~kWriterWaiting) : s) & ~kReadersWaiting;
+    } while (!state_.compare_exchange_weak(s, next, std::memory_order_release));
+  } else {
+    do {
+      next = s & ~(kWriter | kReadersWaiting);
+    } while (!state_.compare_exchange_weak(s, next, std::memory_order_release));
+  }
+  guard_.unlock();
+  detail::wake_chain(chain);
+}
+
+bool RWMutex::try_lock_shared() noexcept {
+  std::uint64_t s = state_.load(std::memory_order_relaxed);
+  while (!(s & (kWriter | kWriterWaiting))) {
+    WEFT_ASSERT((s & kReaderMask) != kReaderMask, "too many RWMutex readers");
+    if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire)) return true;
+  }
+  return false;
+}
+
+void RWMutex::lock_shared() {
+  detail::require_fiber("weft::RWMutex::lock_shared()");
+  if (try_lock_shared()) return;
+  lock_shared_slow();
+}
+
+void RWMutex::lock_shared_slow() {
+  guard_.lock();
+  std::uint64_t s = state_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (!(s & (kWriter | kWriterWaiting))) {
+      if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire)) {
+        guard_.unlock();
+        return;
+      }
+      continue;
+    }
+    if (state_.compare_exchange_weak(s, s | kReadersWaiting, std::memory_order_relaxed)) break;
+  }
+  WaitNode node;
+  // Granted: the writer's unlock counted us as a reader.
+  detail::queue_and_park(guard_, readers_, node, WaitReason::kRWMutex,
+                         [this](std::uint32_t) { unlock_shared(); });
+  WEFT_ASSERT(node.grant == kGranted, "an RWMutex reader woke without the lock");
+}
+
+void RWMutex::unlock_shared() {
+  const std::uint64_t s = state_.fetch_sub(1, std::memory_order_release);
+  WEFT_ASSERT((s & kReaderMask) != 0, "RWMutex::unlock_shared() of a mutex no reader holds");
+  // The last reader out, with a writer waiting: hand the lock over.
+  if ((s & kReaderMask) == 1 && (s & kWriterWaiting)) unlock_shared_slow();
+}
+
+void RWMutex::unlock_shared_slow() {
+  guard_.lock();
+  std::uint64_t s = state_.load(std::memory_order_acquire);
+  WaitNode* w = nullptr;
+  // Re-check under the guard: the hand-off happens once, by whoever sees no reader and no writer.
+  if ((s & (kReaderMask | kWriter)) == 0 && !writers_.empty()) {
+    w = writers_.pop_front();
+    w->grant = kGranted;
+    std::uint64_t next;
+    do {
+      next = (s | kWriter) & (writers_.empty() ? ~kWriterWaiting : ~0ull);
+    } while (!state_.compare_exchange_weak(s, next, std::memory_order_acq_rel));
+  }
+  guard_.unlock();
+  if (w) w->waker.wake();
+}
+
+}  // namespace weft

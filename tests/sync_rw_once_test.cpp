@@ -1,0 +1,289 @@
+// RWMutex and Once (weft/sync.hpp) under workers = 1, 2, 4 and 8.
+//
+// RWMutex: readers overlap, writers exclude everyone (an invariant checked inside the critical
+// sections under contention), writer preference (a queued writer keeps new readers out), a
+// writer's unlock lets in every reader that queued before the next writer, the last reader hands
+// over to a queued writer, and the standard lock types. Once: exactly one run among many callers,
+// callers that arrive during the run wait for it, and a throwing run is retried by the next caller.
+// Ordering tests wait until the fibers involved are parked on the primitive (the fiber dump), so
+// what they assert follows from the algorithm, not from how fast a scheduler got there.
+#include <atomic>
+#include <mutex>
+#include <shared_mutex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "test_util.hpp"
+#include "weft/weft.hpp"
+
+namespace {
+
+using namespace weft_test;
+
+class RWMutexTest : public WorkersTest {};
+WEFT_INSTANTIATE_WORKERS(RWMutexTest);
+class OnceTest : public WorkersTest {};
+WEFT_INSTANTIATE_WORKERS(OnceTest);
+
+// True once every fiber in `ids` is parked with wait reason `reason` ("rwmutex", "once").
+bool parked_on(const char* reason, std::initializer_list<std::uint64_t> ids) {
+  std::ostringstream os;
+  weft::dump_fibers(os);
+  const std::string dump = os.str();
+  for (const std::uint64_t id : ids) {
+    const std::size_t at = dump.find("\nfiber " + std::to_string(id) + " ");
+    if (at == std::string::npos) return false;
+    const std::string line = dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
+    std::string needle = "[parked: ";
+    needle += reason;
+    if (line.find(needle) == std::string::npos) return false;
+  }
+  return true;
+}
+
+// ---- RWMutex ------------------------------------------------------------------------------------
+
+TEST_P(RWMutexTest, WritersExcludeEveryoneAndReadersOverlapUnderContention) {
+  const int kIters = static_cast<int>(scaled(2000));
+  std::atomic<int> max_readers{0};
+  weft::run(
+      [&] {
+        weft::RWMutex rw;
+        std::atomic<int> readers{0}, writers{0};
+        std::int64_t value = 0;  // written only under the write lock
+        std::vector<weft::Task<void>> ts;
+        for (int f = 0; f < 12; ++f) {
+          const bool writer = f % 4 == 0;
+          ts.push_back(weft::spawn([&, writer, f] {
+            for (int i = 0; i < kIters; ++i) {
+              if (writer) {
+                std::unique_lock lock(rw);
+                EXPECT_EQ(writers.fetch_add(1), 0);
+                EXPECT_EQ(readers.load(), 0);
+                const std::int64_t v = value;
+                if ((i + f) % 16 == 0) weft::this_fiber::yield();  // hold it across a switch
+                value = v + 1;
+                writers.fetch_sub(1);
+              } else {
+                std::shared_lock lock(rw);
+                EXPECT_EQ(writers.load(), 0);
+                const int r = readers.fetch_add(1) + 1;
+                int seen = max_readers.load();
+                while (r > seen && !max_readers.compare_exchange_weak(seen, r)) {
+                }
+                if ((i + f) % 8 == 0) weft::this_fiber::yield();
+                readers.fetch_sub(1);
+              }
+            }
+          }));
+        }
+        for (auto& t : ts) t.join();
+        EXPECT_EQ(value, 3 * kIters);
+      },
+      opts());
+  RecordProperty("max_readers_at_once", max_readers.load());
+}
+
+TEST_P(RWMutexTest, ReadersShareTheLockAndAWriterWaitsForAllOfThem) {
+  weft::run(
+      [&] {
+        weft::RWMutex rw;
+        rw.lock_shared();
+        ASSERT_TRUE(rw.try_lock_shared());  // a second reader gets in at once
+        EXPECT_FALSE(rw.try_lock());
+        std::atomic<bool> wrote{false};
+        weft::Task<void> w = weft::spawn([&] {
+          std::lock_guard lock(rw);
+          wrote = true;
+        });
+        ASSERT_TRUE(eventually([&] { return parked_on("rwmutex", {w.id()}); }));
+        rw.unlock_shared();
+        EXPECT_FALSE(wrote.load());  // one reader still holds it
+        rw.unlock_shared();          // the last reader hands over to the writer
+        w.join();
+        EXPECT_TRUE(wrote.load());
+        EXPECT_TRUE(rw.try_lock());
+        rw.unlock();
+      },
+      opts());
+}
+
+TEST_P(RWMutexTest, AQueuedWriterKeepsNewReadersOut) {
+  weft::run(
+      [&] {
+        weft::RWMutex rw;
+        rw.lock_shared();
+        std::vector<std::string> order;
+        weft::Mutex order_mu;
+        auto note = [&](const std::string& who) {
+          std::lock_guard lock(order_mu);
+          order.push_back(who);
+        };
+        weft::Task<void> w = weft::spawn([&] {
+          std::lock_guard lock(rw);
+          note("w");
+        });
+        ASSERT_TRUE(eventually([&] { return parked_on("rwmutex", {w.id()}); }));
+        EXPECT_FALSE(rw.try_lock_shared()) << "a reader got past a waiting writer";
+        // A reader that blocks now gets in only after the writer.
+        weft::Task<void> r = weft::spawn([&] {
+          std::shared_lock lock(rw);
+          note("r");
+        });
+        ASSERT_TRUE(eventually([&] { return parked_on("rwmutex", {r.id()}); }));
+        rw.unlock_shared();
+        w.join();
+        r.join();
+        EXPECT_EQ(order, (std::vector<std::string>{"w", "r"}));
+      },
+      opts());
+}
+
+TEST_P(RWMutexTest, AWritersUnlockLetsInEveryQueuedReaderBeforeTheNextWriter) {
+  weft::run(
+      [&] {
+        weft::RWMutex rw;
+        rw.lock();
+        std::vector<std::string> order;  // appended under rw (shared holders under order_mu)
+        weft::Mutex order_mu;
+        auto note = [&](const std::string& who) {
+          std::lock_guard lock(order_mu);
+          order.push_back(who);
+        };
+        weft::Task<void> r1 = weft::spawn([&] {
+          std::shared_lock lock(rw);
+          note("r");
+        });
+        ASSERT_TRUE(eventually([&] { return parked_on("rwmutex", {r1.id()}); }));
+        weft::Task<void> w2 = weft::spawn([&] {
+          std::lock_guard lock(rw);
+          note("w");
+        });
+        ASSERT_TRUE(eventually([&] { return parked_on("rwmutex", {w2.id()}); }));
+        // Queued behind a waiting writer, yet released with the first reader: both came while
+        // the lock was held by a writer.
+        weft::Task<void> r2 = weft::spawn([&] {
+          std::shared_lock lock(rw);
+          note("r");
+        });
+        ASSERT_TRUE(eventually([&] { return parked_on("rwmutex", {r2.id()}); }));
+        rw.unlock();
+        r1.join();
+        r2.join();
+        w2.join();
+        EXPECT_EQ(order, (std::vector<std::string>{"r", "r", "w"}));
+      },
+      opts());
+}
+
+TEST_P(RWMutexTest, WorksWithStandardLockTypes) {
+  weft::run(
+      [&] {
+        weft::RWMutex rw;
+        {
+          std::unique_lock w(rw);
+          EXPECT_TRUE(w.owns_lock());
+          EXPECT_FALSE(rw.try_lock_shared());
+        }
+        {
+          std::shared_lock r1(rw);
+          std::shared_lock r2(rw, std::try_to_lock);
+          EXPECT_TRUE(r2.owns_lock());
+          std::unique_lock w(rw, std::try_to_lock);
+          EXPECT_FALSE(w.owns_lock());
+        }
+        std::scoped_lock both(rw);
+      },
+      opts());
+}
+
+// ---- Once ---------------------------------------------------------------------------------------
+
+TEST_P(OnceTest, ManyCallersRunTheFunctionOnceAndAllSeeItsResult) {
+  weft::run(
+      [&] {
+        weft::Once once;
+        std::atomic<int> runs{0};
+        int value = 0;  // written by the one run, read by every caller after call() returns
+        std::vector<weft::Task<int>> ts;
+        for (int i = 0; i < 32; ++i) {
+          ts.push_back(weft::spawn([&] {
+            once.call([&] {
+              runs.fetch_add(1);
+              weft::this_fiber::yield();  // others arrive while it runs
+              value = 42;
+            });
+            return value;
+          }));
+        }
+        for (auto& t : ts) EXPECT_EQ(t.join(), 42);
+        EXPECT_EQ(runs.load(), 1);
+        EXPECT_TRUE(once.done());
+      },
+      opts());
+}
+
+TEST_P(OnceTest, CallersArrivingDuringTheRunWaitForIt) {
+  weft::run(
+      [&] {
+        weft::Once once;
+        weft::Chan<int> release;
+        std::atomic<bool> finished{false};
+        weft::Task<void> runner = weft::spawn([&] {
+          once.call([&] {
+            release.recv();
+            finished = true;
+          });
+        });
+        ASSERT_TRUE(
+            eventually([&] { return !once.done() && parked_on("chan recv", {runner.id()}); }));
+        weft::Task<bool> waiter = weft::spawn([&] {
+          once.call([] { throw std::logic_error("a second run"); });
+          return finished.load();
+        });
+        ASSERT_TRUE(eventually([&] { return parked_on("once", {waiter.id()}); }));
+        release.send(1);
+        runner.join();
+        EXPECT_TRUE(waiter.join());
+      },
+      opts());
+}
+
+TEST_P(OnceTest, AThrowingRunIsRetriedByTheNextCaller) {
+  weft::run(
+      [&] {
+        weft::Once once;
+        int runs = 0;
+        EXPECT_THROW(once.call([&] {
+          ++runs;
+          throw std::runtime_error("first attempt fails");
+        }),
+                     std::runtime_error);
+        EXPECT_FALSE(once.done());
+        // A caller parked during a failing run runs it next.
+        weft::Chan<int> release;
+        weft::Task<void> failing = weft::spawn([&] {
+          EXPECT_THROW(once.call([&] {
+            ++runs;
+            release.recv();
+            throw std::runtime_error("second attempt fails");
+          }),
+                       std::runtime_error);
+        });
+        ASSERT_TRUE(eventually([&] { return parked_on("chan recv", {failing.id()}); }));
+        weft::Task<void> retry = weft::spawn([&] { once.call([&] { ++runs; }); });
+        ASSERT_TRUE(eventually([&] { return parked_on("once", {retry.id()}); }));
+        release.send(1);
+        failing.join();
+        retry.join();
+        EXPECT_EQ(runs, 3);
+        EXPECT_TRUE(once.done());
+        once.call([&] { ++runs; });
+        EXPECT_EQ(runs, 3);
+      },
+      opts());
+}
+
+}  // namespace
