@@ -199,6 +199,24 @@ TEST_P(RWMutexTest, WorksWithStandardLockTypes) {
       opts());
 }
 
+TEST_P(RWMutexTest, UnlockingWhatIsNotHeldThrows) {
+  weft::run(
+      [&] {
+        weft::RWMutex rw;
+        EXPECT_THROW(rw.unlock(), std::logic_error);
+        EXPECT_THROW(rw.unlock_shared(), std::logic_error);
+        rw.lock_shared();
+        EXPECT_THROW(rw.unlock(), std::logic_error);  // a read lock is not a write lock
+        rw.unlock_shared();
+        rw.lock();
+        EXPECT_THROW(rw.unlock_shared(), std::logic_error);
+        rw.unlock();
+        EXPECT_TRUE(rw.try_lock());  // still consistent
+        rw.unlock();
+      },
+      opts());
+}
+
 // ---- Once ---------------------------------------------------------------------------------------
 
 TEST_P(OnceTest, ManyCallersRunTheFunctionOnceAndAllSeeItsResult) {
@@ -282,6 +300,24 @@ TEST_P(OnceTest, AThrowingRunIsRetriedByTheNextCaller) {
         EXPECT_TRUE(once.done());
         once.call([&] { ++runs; });
         EXPECT_EQ(runs, 3);
+      },
+      opts());
+}
+
+TEST_P(OnceTest, RecursionIntoTheSameOnceThrowsInsteadOfDeadlocking) {
+  weft::run(
+      [&] {
+        weft::Once once;
+        bool inner_threw = false;
+        once.call([&] {
+          try {
+            once.call([] {});
+          } catch (const std::logic_error&) {
+            inner_threw = true;
+          }
+        });
+        EXPECT_TRUE(inner_threw);
+        EXPECT_TRUE(once.done());
       },
       opts());
 }

@@ -124,7 +124,8 @@ class Semaphore {
 // cannot starve it; when a writer unlocks, the readers that queued meanwhile all get in before the
 // next writer, so writers cannot starve readers either. Not recursive (a reader that takes the
 // read lock again while a writer waits deadlocks, as in Go). Needs a fiber to wait; works with
-// std::unique_lock, std::lock_guard and std::shared_lock.
+// std::unique_lock, std::lock_guard and std::shared_lock. Unlocking what is not held throws
+// std::logic_error.
 class RWMutex {
  public:
   RWMutex() = default;
@@ -156,7 +157,8 @@ class RWMutex {
 // Go's sync.Once, with exceptions: call(f) runs f in the first caller; callers that come while it
 // runs park until it returns. If f throws, the exception reaches the caller that ran it, the Once
 // stays not-done, and the next waiting (or later) caller runs f again. Once done, call() is one
-// acquire load. Needs a fiber to wait.
+// acquire load. Needs a fiber to wait. f calling call() on the same Once throws
+// std::logic_error instead of deadlocking.
 class Once {
  public:
   Once() = default;
@@ -183,6 +185,7 @@ class Once {
   void leave(bool ok);  // after f: done, or back to idle; wakes the waiters
   std::atomic<std::uint32_t> state_{kIdle};
   detail::SpinLock guard_;
+  std::uint64_t runner_ ABSL_GUARDED_BY(guard_) = 0;  // fiber id of the caller running f
   detail::WaitList waiters_ ABSL_GUARDED_BY(guard_);
 };
 

@@ -5,7 +5,11 @@
 // before every later acquire load of done) or, when f threw, goes back to idle, and wakes every
 // waiter; after a throw each woken waiter calls enter() again, so exactly one of them runs f next.
 // state_ changes only under guard_, except that the done check in call() reads it without.
+// runner_ (the running caller's fiber id, 0 for a plain thread) turns recursion into an error.
+#include <stdexcept>
+
 #include "sync/wait_queue.hpp"
+#include "weft/runtime.hpp"
 #include "weft/sync.hpp"
 
 namespace weft {
@@ -20,8 +24,15 @@ bool Once::enter() {
     }
     if (s == kIdle) {
       state_.store(kRunning, std::memory_order_relaxed);
+      runner_ = this_fiber::id();
       guard_.unlock();
       return true;
+    }
+    if (runner_ != 0 && runner_ == this_fiber::id()) {
+      guard_.unlock();
+      throw std::logic_error(
+          "weft::Once::call: the function called call() on the same Once; waiting for itself "
+          "would deadlock");
     }
     if (!detail::in_fiber()) {
       guard_.unlock();

@@ -19,6 +19,8 @@
 // never races a newcomer. A writer's unlock releases every queued reader first (they all came
 // while it held the lock), then the next writer; the last reader's unlock hands over to the first
 // queued writer.
+#include <stdexcept>
+
 #include "sync/wait_queue.hpp"
 #include "weft/detail/assert.hpp"
 #include "weft/sync.hpp"
@@ -109,7 +111,11 @@ void RWMutex::after_writer_withdrew() {
 void RWMutex::unlock() {
   std::uint64_t expected = kWriter;
   if (state_.compare_exchange_strong(expected, 0, std::memory_order_release)) return;
-  WEFT_ASSERT(expected & kWriter, "RWMutex::unlock() of a mutex no writer holds");
+  if (!(expected & kWriter)) {
+    throw std::logic_error(
+        "weft::RWMutex::unlock: no writer holds the mutex (unlock_shared() "
+        "releases a read lock)");
+  }
   unlock_slow();
 }
 
@@ -183,8 +189,14 @@ void RWMutex::lock_shared_slow() {
 }
 
 void RWMutex::unlock_shared() {
-  const std::uint64_t s = state_.fetch_sub(1, std::memory_order_release);
-  WEFT_ASSERT((s & kReaderMask) != 0, "RWMutex::unlock_shared() of a mutex no reader holds");
+  std::uint64_t s = state_.load(std::memory_order_relaxed);
+  do {
+    if ((s & kReaderMask) == 0) {
+      throw std::logic_error(
+          "weft::RWMutex::unlock_shared: no reader holds the mutex (unlock() "
+          "releases a write lock)");
+    }
+  } while (!state_.compare_exchange_weak(s, s - 1, std::memory_order_release));
   // The last reader out, with a writer waiting: hand the lock over.
   if ((s & kReaderMask) == 1 && (s & kWriterWaiting)) unlock_shared_slow();
 }
