@@ -139,20 +139,10 @@ inline double ms_between(weft_test::Clock::time_point a, weft_test::Clock::time_
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// True once every one of `tasks` is parked waiting for I/O readiness, as the fiber dump shows
-// ("[parked: io read fd N" or "io write"): what a test waits for before it acts on a blocked
-// call, instead of sleeping and hoping that the call got there.
+// True once every one of `fiber_ids` is parked waiting for I/O readiness ("[parked: io read fd N"
+// or "io write").
 inline bool parked_on_io(std::initializer_list<std::uint64_t> fiber_ids) {
-  std::ostringstream os;
-  weft::dump_fibers(os);
-  const std::string dump = os.str();
-  for (const std::uint64_t id : fiber_ids) {
-    const std::size_t at = dump.find("\nfiber " + std::to_string(id) + " ");
-    if (at == std::string::npos) return false;
-    const std::string line = dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
-    if (line.find("[parked: io ") == std::string::npos) return false;
-  }
-  return true;
+  return weft_test::parked_on("io ", fiber_ids);
 }
 
 // The suite of most net tests (each file instantiates it with WEFT_INSTANTIATE_WORKERS).

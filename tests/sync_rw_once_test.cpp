@@ -27,22 +27,6 @@ WEFT_INSTANTIATE_WORKERS(RWMutexTest);
 class OnceTest : public WorkersTest {};
 WEFT_INSTANTIATE_WORKERS(OnceTest);
 
-// True once every fiber in `ids` is parked with wait reason `reason` ("rwmutex", "once").
-bool parked_on(const char* reason, std::initializer_list<std::uint64_t> ids) {
-  std::ostringstream os;
-  weft::dump_fibers(os);
-  const std::string dump = os.str();
-  for (const std::uint64_t id : ids) {
-    const std::size_t at = dump.find("\nfiber " + std::to_string(id) + " ");
-    if (at == std::string::npos) return false;
-    const std::string line = dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
-    std::string needle = "[parked: ";
-    needle += reason;
-    if (line.find(needle) == std::string::npos) return false;
-  }
-  return true;
-}
-
 // ---- RWMutex ------------------------------------------------------------------------------------
 
 TEST_P(RWMutexTest, WritersExcludeEveryoneAndReadersOverlapUnderContention) {

@@ -9,7 +9,10 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
+#include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 #include <weft/chan.hpp>
 #include <weft/runtime.hpp>
@@ -59,6 +62,24 @@ inline std::string WorkersName(const ::testing::TestParamInfo<unsigned>& info) {
   std::string name = "w";
   name += std::to_string(info.param);
   return name;
+}
+
+// True once every fiber in `ids` is parked with a wait reason starting with `reason` ("rwmutex",
+// "chan recv", "io "), as the fiber dump shows ("[parked: REASON ..."): what a test waits for
+// before it acts on a blocked call, instead of sleeping and hoping the call got there.
+inline bool parked_on(std::string_view reason, std::initializer_list<std::uint64_t> ids) {
+  std::ostringstream os;
+  weft::dump_fibers(os);
+  const std::string dump = os.str();
+  std::string needle = "[parked: ";
+  needle += reason;
+  for (const std::uint64_t id : ids) {
+    const std::size_t at = dump.find("\nfiber " + std::to_string(id) + " ");
+    if (at == std::string::npos) return false;
+    const std::string line = dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
+    if (line.find(needle) == std::string::npos) return false;
+  }
+  return true;
 }
 
 // From a fiber: polls `pred` (sleeping 1 ms between tries) until it holds or `timeout` passed.
