@@ -36,7 +36,9 @@ bool Once::enter() {
     }
     if (!detail::in_fiber()) {
       guard_.unlock();
-      detail::require_fiber("weft::Once::call() while another caller runs the function");
+      throw std::logic_error(
+          "weft::Once::call: another caller is running the function, and waiting for it needs "
+          "a fiber (call from inside weft::run)");
     }
     detail::WaitNode node;
     detail::queue_and_park(guard_, waiters_, node, detail::WaitReason::kOnce, [](std::uint32_t) {});
