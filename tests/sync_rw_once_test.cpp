@@ -27,6 +27,23 @@ WEFT_INSTANTIATE_WORKERS(RWMutexTest);
 class OnceTest : public WorkersTest {};
 WEFT_INSTANTIATE_WORKERS(OnceTest);
 
+// Who got the lock in which order; readers may note at the same time.
+class OrderLog {
+ public:
+  void note(const std::string& who) {
+    std::lock_guard lock(mu_);
+    entries_.push_back(who);
+  }
+  std::vector<std::string> entries() {
+    std::lock_guard lock(mu_);
+    return entries_;
+  }
+
+ private:
+  weft::Mutex mu_;
+  std::vector<std::string> entries_;
+};
+
 // ---- RWMutex ------------------------------------------------------------------------------------
 
 TEST_P(RWMutexTest, WritersExcludeEveryoneAndReadersOverlapUnderContention) {
@@ -99,28 +116,23 @@ TEST_P(RWMutexTest, AQueuedWriterKeepsNewReadersOut) {
       [&] {
         weft::RWMutex rw;
         rw.lock_shared();
-        std::vector<std::string> order;
-        weft::Mutex order_mu;
-        auto note = [&](const std::string& who) {
-          std::lock_guard lock(order_mu);
-          order.push_back(who);
-        };
+        OrderLog order;
         weft::Task<void> w = weft::spawn([&] {
           std::lock_guard lock(rw);
-          note("w");
+          order.note("w");
         });
         ASSERT_TRUE(eventually([&] { return parked_on("rwmutex", {w.id()}); }));
         EXPECT_FALSE(rw.try_lock_shared()) << "a reader got past a waiting writer";
         // A reader that blocks now gets in only after the writer.
         weft::Task<void> r = weft::spawn([&] {
           std::shared_lock lock(rw);
-          note("r");
+          order.note("r");
         });
         ASSERT_TRUE(eventually([&] { return parked_on("rwmutex", {r.id()}); }));
         rw.unlock_shared();
         w.join();
         r.join();
-        EXPECT_EQ(order, (std::vector<std::string>{"w", "r"}));
+        EXPECT_EQ(order.entries(), (std::vector<std::string>{"w", "r"}));
       },
       opts());
 }
@@ -130,34 +142,29 @@ TEST_P(RWMutexTest, AWritersUnlockLetsInEveryQueuedReaderBeforeTheNextWriter) {
       [&] {
         weft::RWMutex rw;
         rw.lock();
-        std::vector<std::string> order;  // appended under rw (shared holders under order_mu)
-        weft::Mutex order_mu;
-        auto note = [&](const std::string& who) {
-          std::lock_guard lock(order_mu);
-          order.push_back(who);
-        };
+        OrderLog order;
         weft::Task<void> r1 = weft::spawn([&] {
           std::shared_lock lock(rw);
-          note("r");
+          order.note("r");
         });
         ASSERT_TRUE(eventually([&] { return parked_on("rwmutex", {r1.id()}); }));
         weft::Task<void> w2 = weft::spawn([&] {
           std::lock_guard lock(rw);
-          note("w");
+          order.note("w");
         });
         ASSERT_TRUE(eventually([&] { return parked_on("rwmutex", {w2.id()}); }));
         // Queued behind a waiting writer, yet released with the first reader: both came while
         // the lock was held by a writer.
         weft::Task<void> r2 = weft::spawn([&] {
           std::shared_lock lock(rw);
-          note("r");
+          order.note("r");
         });
         ASSERT_TRUE(eventually([&] { return parked_on("rwmutex", {r2.id()}); }));
         rw.unlock();
         r1.join();
         r2.join();
         w2.join();
-        EXPECT_EQ(order, (std::vector<std::string>{"r", "r", "w"}));
+        EXPECT_EQ(order.entries(), (std::vector<std::string>{"r", "r", "w"}));
       },
       opts());
 }

@@ -37,7 +37,7 @@ void serve(weft::net::TcpStream conn) {
   g_conns.fetch_add(1, std::memory_order_relaxed);
   struct Gone {
     ~Gone() { g_conns.fetch_sub(1, std::memory_order_relaxed); }
-  } gone;         // also when the fiber is unwound at shutdown
+  } gone;  // also when the fiber is unwound at shutdown
   // On the fiber's stack, the size a user would pick: the benchmarks compare this handler with
   // Go's written the same way (a 4 KiB buffer). It straddles two stack pages, which stay
   // resident while the connection idles.
