@@ -81,8 +81,15 @@ class Outcome {
     }
   }
   bool ready() const noexcept { return value_.index() != 0; }
+  // Called once. An exception is moved out, not shared: the joiner's thread then drops the
+  // last reference, ordered after every reader by the join itself. (If the fiber kept a copy,
+  // its last release could run on another worker with only the C++ runtime's uninstrumented
+  // refcount ordering it after the catch handler's reads, which TSan cannot see.)
   R take() {
-    if (value_.index() == 2) std::rethrow_exception(std::get<2>(value_));
+    if (value_.index() == 2) {
+      std::exception_ptr e = std::exchange(std::get<2>(value_), nullptr);
+      std::rethrow_exception(std::move(e));
+    }
     if constexpr (std::is_void_v<R>) {
       return;
     } else if constexpr (std::is_reference_v<R>) {
@@ -90,9 +97,6 @@ class Outcome {
     } else {
       return std::move(std::get<1>(value_));
     }
-  }
-  std::exception_ptr exception() const {
-    return value_.index() == 2 ? std::get<2>(value_) : nullptr;
   }
 
  private:
