@@ -10,10 +10,12 @@
 // (a server's context) does not accumulate its finished requests' children. `mu` is a SpinLock:
 // cancel may run in a timer callback, which must not block; no code holds two nodes' locks at once.
 //
-// Cancellation. `state` goes live -> cancelled or deadline once (CAS); the winner closes `done`,
-// detaches the children under `mu`, cancels each one still alive (outside `mu`) with the same
-// error, and leaves its own parent's children. A child created under an already cancelled owner
-// is cancelled before it is returned.
+// Cancellation. A cancel node embeds a CancelSignal (weft/detail/cancel_signal.hpp), whose state
+// goes live -> cancelled or deadline once (CAS) and which bounded waits (mu.lock(ctx), ...) and
+// after_func attach to. The winner of fire() runs those callbacks, then closes `done`, detaches
+// the children under `mu`, cancels each one still alive (outside `mu`) with the same error, and
+// leaves its own parent's children. A child created under an already cancelled owner is
+// cancelled before it is returned.
 //
 // Deadlines. A node's deadline is min(own, owner's); it arms a runtime timer only when its own is
 // the earlier (otherwise the owner's cancellation reaches it). The timer's callback cancels with
@@ -23,19 +25,26 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "weft/detail/cancel_signal.hpp"
 #include "weft/detail/deadline.hpp"
 #include "weft/detail/park.hpp"
 #include "weft/detail/spin_lock.hpp"
+#include "weft/runtime.hpp"
 
 namespace weft {
 namespace detail {
 
 struct ContextNode {
-  enum State : int { kLive = 0, kCancelled = 1, kDeadline = 2 };
+  using State = CancelSignal::Why;
+  static constexpr State kLive = CancelSignal::kLive;
+  static constexpr State kCancelled = CancelSignal::kCancelled;
+  static constexpr State kDeadline = CancelSignal::kDeadline;
 
   std::shared_ptr<ContextNode> parent;
   ContextNode* owner = nullptr;  // nearest cancel node: this one, or an ancestor; null: none
@@ -45,7 +54,7 @@ struct ContextNode {
   // Cancel nodes.
   bool cancellable = false;
   std::int64_t deadline_ns = 0;  // effective (min with the owner's); 0: none
-  std::atomic<int> state{kLive};
+  CancelSignal signal;  // cancel nodes: the state (live, cancelled, deadline) and its waiters
   Chan<std::monostate> done{nullptr};  // cancel nodes: closed on cancellation, never sent on
   SpinLock mu;
   std::unordered_map<ContextNode*, std::weak_ptr<ContextNode>> children ABSL_GUARDED_BY(mu);
@@ -68,9 +77,10 @@ struct ContextNode {
     }
   }
 
+  int state() const noexcept { return signal.why(); }
+
   void cancel(State why) noexcept {
-    int expected = kLive;
-    if (!state.compare_exchange_strong(expected, why, std::memory_order_acq_rel)) return;
+    if (!signal.fire(why)) return;
     done.close();
     mu.lock();
     std::unordered_map<ContextNode*, std::weak_ptr<ContextNode>> kids;
@@ -129,12 +139,12 @@ struct ContextAccess {
     n->deadline_ns = own_is_earlier ? deadline_ns : inherited;
     if (up) {
       up->mu.lock();
-      const int s = up->state.load(std::memory_order_acquire);
+      const int s = up->state();
       if (s == ContextNode::kLive) up->children.emplace(n.get(), n);
       up->mu.unlock();
       if (s != ContextNode::kLive) n->cancel(static_cast<ContextNode::State>(s));
     }
-    if (own_is_earlier && n->state.load(std::memory_order_acquire) == ContextNode::kLive) {
+    if (own_is_earlier && n->state() == ContextNode::kLive) {
       if (deadline_ns <= now_ns()) {
         n->cancel(ContextNode::kDeadline);
       } else {
@@ -171,13 +181,18 @@ RecvChan<std::monostate> Context::done() const {
 
 absl::Status Context::err() const {
   const ContextNode* o = owner_of(*this);
-  return o ? ContextNode::status_of(o->state.load(std::memory_order_acquire)) : absl::OkStatus();
+  return o ? ContextNode::status_of(o->state()) : absl::OkStatus();
 }
 
 std::optional<std::chrono::steady_clock::time_point> Context::deadline() const {
   const ContextNode* o = owner_of(*this);
   if (!o || o->deadline_ns == 0) return std::nullopt;
   return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(o->deadline_ns));
+}
+
+Context::operator CancelToken() const noexcept {
+  const auto& n = ContextAccess::node(*this);
+  return n && n->owner ? CancelToken::from_signal(&n->owner->signal) : CancelToken();
 }
 
 void CancelFunc::operator()() const {
@@ -198,6 +213,64 @@ std::pair<Context, CancelFunc> with_deadline(const Context& parent,
 
 std::pair<Context, CancelFunc> with_timeout(const Context& parent, std::chrono::nanoseconds d) {
   return with_deadline(parent, detail::deadline_after(d));
+}
+
+namespace {
+
+// after_func's registration: a callback on the owner's signal. It owns itself (`self`) from
+// registration until it fired or stop() detached it, and holds the node so the signal outlives it.
+struct AfterFuncRecord : detail::CancelCallback {
+  std::function<void()> f;
+  std::shared_ptr<ContextNode> node;
+  std::shared_ptr<AfterFuncRecord> self;
+  std::atomic<bool> claimed{false};  // by the firing callback or by stop(), whichever is first
+
+  static void run(detail::CancelCallback* cb) noexcept {
+    auto* r = static_cast<AfterFuncRecord*>(cb);
+    if (r->claimed.exchange(true, std::memory_order_acq_rel)) return;
+    std::function<void()> f = std::move(r->f);
+    // The node reference goes to the new fiber, never dropped here: this may be the node's own
+    // deadline timer callback, and the node's destructor waits for that callback to return.
+    std::shared_ptr<ContextNode> node = std::move(r->node);
+    std::shared_ptr<AfterFuncRecord> keep = std::move(r->self);  // the record goes at the end
+    auto job = [f = std::move(f), node = std::move(node)] {
+      if (f) f();
+    };
+    try {
+      weft::go(std::move(job));  // moves job only once the fiber exists
+    } catch (const std::logic_error&) {
+      // No runtime is running (cancelled from a plain thread after run() returned, say): no timer
+      // callback is running either, and the canceller holds the node.
+      job();
+    }
+  }
+};
+
+}  // namespace
+
+AfterFuncStop after_func(const Context& ctx, std::function<void()> f) {
+  AfterFuncStop stop;
+  const auto& n = ContextAccess::node(ctx);
+  if (!n || !n->owner) return stop;  // background: never done
+  auto rec = std::make_shared<AfterFuncRecord>();
+  rec->fire = &AfterFuncRecord::run;
+  rec->f = std::move(f);
+  // Hold the owner through the node chain (n holds its ancestors, the owner among them).
+  rec->node = n;
+  rec->self = rec;
+  stop.rec_ = rec;
+  if (!n->owner->signal.attach(rec.get())) AfterFuncRecord::run(rec.get());  // already done
+  return stop;
+}
+
+bool AfterFuncStop::operator()() const {
+  auto* r = static_cast<AfterFuncRecord*>(rec_.get());
+  if (!r || r->claimed.exchange(true, std::memory_order_acq_rel)) return false;
+  r->node->owner->signal.detach(r);
+  r->f = nullptr;
+  r->node.reset();
+  r->self.reset();  // may free the record; rec_ still holds it
+  return true;
 }
 
 Context context_with_value(const Context& parent, const void* key,

@@ -52,7 +52,7 @@ absl::Status split_host_port(std::string_view addr, std::string* host, std::stri
 }
 
 absl::StatusOr<std::vector<SockAddr>> resolve(std::string_view addr, int socktype, bool passive,
-                                              const char* what) {
+                                              const char* what, const CancelToken& bound) {
   std::string host, port;
   if (absl::Status s = split_host_port(addr, &host, &port, what); !s.ok()) return s;
   std::uint16_t port_num = 0;
@@ -90,7 +90,8 @@ absl::StatusOr<std::vector<SockAddr>> resolve(std::string_view addr, int socktyp
     int rc;
     std::vector<SockAddr> addrs;
   };
-  Result r = weft::blocking([&] {
+  // By value: with a bound, the lookup may outlive this frame.
+  auto lookup = [host, port, socktype, passive] {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = socktype;
@@ -105,7 +106,14 @@ absl::StatusOr<std::vector<SockAddr>> resolve(std::string_view addr, int socktyp
     }
     if (res) freeaddrinfo(res);
     return out;
-  });
+  };
+  absl::StatusOr<Result> got = weft::blocking(bound, std::move(lookup));
+  if (!got.ok()) {
+    return absl::Status(got.status().code(), std::string(what) + ": resolving \"" +
+                                                 std::string(addr) +
+                                                 "\": " + std::string(got.status().message()));
+  }
+  Result& r = *got;
   if (r.rc != 0) {
     return absl::NotFoundError(std::string(what) + ": cannot resolve \"" + std::string(addr) +
                                "\": " + gai_strerror(r.rc));

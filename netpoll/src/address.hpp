@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "weft/cancel.hpp"
+
 namespace weft::net::detail {
 
 struct SockAddr {
@@ -24,9 +26,11 @@ struct SockAddr {
 absl::Status split_host_port(std::string_view addr, std::string* host, std::string* port,
                              const char* what);
 // Resolves for SOCK_STREAM or SOCK_DGRAM. An empty host means the wildcard when `passive`
-// (listening), loopback otherwise. Results in getaddrinfo's order (IPv4 and IPv6 alike).
+// (listening), loopback otherwise. Results in getaddrinfo's order (IPv4 and IPv6 alike). A name
+// is resolved on the blocking() pool, waited for within `bound` (a dial's timeout and context):
+// when it fires the caller gets kDeadlineExceeded / kCancelled and the lookup finishes unheard.
 absl::StatusOr<std::vector<SockAddr>> resolve(std::string_view addr, int socktype, bool passive,
-                                              const char* what);
+                                              const char* what, const CancelToken& bound = {});
 absl::StatusOr<SockAddr> unix_addr(std::string_view path, const char* what);
 // "1.2.3.4:80", "[::1]:80", or the path of a Unix socket.
 std::string format_addr(const SockAddr& a);

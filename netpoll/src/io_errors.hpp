@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "poll_desc.hpp"
+#include "weft/detail/wait_bounds.hpp"
 
 namespace weft::net::detail {
 
@@ -46,6 +47,11 @@ inline absl::Status wait_error(WaitResult r, std::string_view op, int fd) {
       return absl::FailedPreconditionError(
           absl::StrCat(o, " fd ", fd,
                        ": another fiber is already blocked in the same direction on this socket"));
+    case WaitResult::kCancelled:
+      return absl::CancelledError(absl::StrCat(o, " fd ", fd, ": context canceled"));
+    case WaitResult::kStopped:
+      return absl::CancelledError(
+          absl::StrCat(o, " fd ", fd, ": the fiber was asked to stop (Task::request_stop)"));
     case WaitResult::kReady:
       break;
   }
@@ -53,12 +59,21 @@ inline absl::Status wait_error(WaitResult r, std::string_view op, int fd) {
 }
 
 // A deadline already passed fails a call before its syscall, as Go does, so a loop with a
-// deadline stops even when data keeps arriving. Also catches a closed socket.
-inline absl::Status precheck(PollDesc* pd, Mode mode, std::string_view op, int fd) {
+// deadline stops even when data keeps arriving; so does a fired bound (the socket's context, the
+// fiber's stop request). Also catches a closed socket.
+inline absl::Status precheck(PollDesc* pd, Mode mode, std::string_view op, int fd,
+                             const weft::CancelToken& bound = {}) {
   if (!pd || fd < 0) return closed_error(op, fd);
   const std::int64_t d = pd->side(mode).deadline.load(std::memory_order_acquire);
   if (d == PollDesc::kExpired || (d > 0 && d <= weft::detail::now_ns())) {
     return wait_error(WaitResult::kDeadline, op, fd);
+  }
+  if (weft::detail::CancelSignal* sig = bound.signal(); sig && sig->fired()) {
+    return wait_error(bound_result(sig->why()), op, fd);
+  }
+  if (weft::detail::CancelSignal* stop = weft::detail::current_stop_signal();
+      stop && stop->fired()) {
+    return wait_error(WaitResult::kStopped, op, fd);
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 
 #include "epoll_poller.hpp"
 #include "weft/detail/assert.hpp"
+#include "weft/detail/wait_bounds.hpp"
 
 namespace weft::net::detail {
 namespace {
@@ -80,11 +81,13 @@ void fire_deadline(TimerEntry* t) {
   unblock(*s);
 }
 
-WaitResult check(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq) noexcept {
+WaitResult check(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq,
+                 const weft::detail::WaitBounds& bounds) noexcept {
   if (pd->closing.load(std::memory_order_acquire) ||
       pd->seq.load(std::memory_order_acquire) != seq) {
     return WaitResult::kClosed;
   }
+  if (const int why = bounds.fired()) return bound_result(why);
   const std::int64_t d = s.deadline.load(std::memory_order_acquire);
   if (d == PollDesc::kExpired || (d > 0 && d <= weft::detail::now_ns())) {
     return WaitResult::kDeadline;
@@ -175,14 +178,36 @@ void poll_close(PollDesc* pd) {
   poll_io_end(pd);  // the owner's reference
 }
 
-WaitResult poll_wait(PollDesc* pd, Mode mode) {
+WaitResult bound_result(int why) noexcept {
+  switch (why) {
+    case weft::detail::CancelSignal::kCancelled:
+      return WaitResult::kCancelled;
+    case weft::detail::CancelSignal::kDeadline:
+      return WaitResult::kDeadline;
+    case weft::detail::CancelSignal::kStopped:
+      return WaitResult::kStopped;
+    default:
+      return WaitResult::kReady;
+  }
+}
+
+WaitResult poll_wait(PollDesc* pd, Mode mode, const weft::CancelToken& bound) {
   weft::detail::require_fiber(mode == Mode::kRead ? "waiting for a readable fd"
                                                   : "waiting for a writable fd");
   PollDesc::Side& s = pd->side(mode);
   const std::uint32_t seq = pd->seq.load(std::memory_order_acquire);
   const int fd = pd->fd;
+  // Armed for the whole call. A bound firing before kWait is published changes nothing in the
+  // slot, and the check after publishing sees it; after, unblock() wakes the parked waiter.
+  weft::detail::WaitBounds bounds(
+      bound, [](void* side) { unblock(*static_cast<PollDesc::Side*>(side)); }, &s);
+  if (!bounds.arm()) return bound_result(bounds.fired());
+  struct Disarm {
+    weft::detail::WaitBounds& b;
+    ~Disarm() { b.disarm(); }
+  } disarm{bounds};
   for (;;) {
-    if (WaitResult e = check(pd, s, seq); e != WaitResult::kReady) return e;
+    if (WaitResult e = check(pd, s, seq, bounds); e != WaitResult::kReady) return e;
     std::uintptr_t old = s.slot.load(std::memory_order_acquire);
     if (old == PollDesc::kReady) {
       if (s.slot.compare_exchange_strong(old, PollDesc::kEmpty, std::memory_order_acq_rel)) {
@@ -193,7 +218,7 @@ WaitResult poll_wait(PollDesc* pd, Mode mode) {
     if (old != PollDesc::kEmpty) return WaitResult::kBusy;
     if (!s.slot.compare_exchange_strong(old, PollDesc::kWait, std::memory_order_acq_rel)) continue;
     // Close and deadline setters store first, then unblock: re-check after publishing kWait.
-    if (WaitResult e = check(pd, s, seq); e != WaitResult::kReady) {
+    if (WaitResult e = check(pd, s, seq, bounds); e != WaitResult::kReady) {
       std::uintptr_t expected = PollDesc::kWait;
       s.slot.compare_exchange_strong(expected, PollDesc::kEmpty, std::memory_order_acq_rel);
       return e;

@@ -36,6 +36,9 @@
 // good before it wakes the reader; an edge that comes later is still to be harvested and wakes
 // the reader anyway.
 //
+// Bounds. A wait also ends when its call's CancelToken (the socket's context) or the fiber's stop
+// request fires: a WaitBounds armed for the wait unblocks the side, and the re-check sees it.
+//
 // Deadlines (Go semantics: absolute times that stay until changed) live here too, each with a
 // runtime TimerEntry in the descriptor; deadline_mu serialises setters; the timer callback only
 // marks the deadline expired and unblocks.
@@ -45,6 +48,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "weft/cancel.hpp"
 #include "weft/detail/park.hpp"
 #include "weft/detail/poller.hpp"
 
@@ -56,10 +60,12 @@ using weft::detail::Waker;
 enum class Mode : std::uint8_t { kRead, kWrite };
 
 enum class WaitResult : std::uint8_t {
-  kReady,     // try the syscall again
-  kClosed,    // the descriptor was closed (maybe by another fiber)
-  kDeadline,  // the side's deadline passed
-  kBusy,      // another fiber already waits on this side (two readers of one socket)
+  kReady,      // try the syscall again
+  kClosed,     // the descriptor was closed (maybe by another fiber)
+  kDeadline,   // the side's deadline passed
+  kBusy,       // another fiber already waits on this side (two readers of one socket)
+  kCancelled,  // the call's context was cancelled (its deadline passing gives kDeadline)
+  kStopped,    // the calling fiber's Task::request_stop() was called
 };
 
 struct PollDesc {
@@ -101,9 +107,13 @@ void poll_close(PollDesc* pd);
 bool poll_io_begin(PollDesc* pd) noexcept;
 void poll_io_end(PollDesc* pd) noexcept;
 
-// Parks the calling fiber (fibers only) until `mode` is ready, the descriptor is closed, or the
-// side's deadline passes.
-WaitResult poll_wait(PollDesc* pd, Mode mode);
+// Parks the calling fiber (fibers only) until `mode` is ready, the descriptor is closed, the
+// side's deadline passes, or a bound fires: `bound` (a socket's context) or the fiber's stop
+// request. A bound that fires empties the slot as a deadline does (unblock), so the waiter
+// re-checks and sees it; no edge is consumed by it.
+WaitResult poll_wait(PollDesc* pd, Mode mode, const weft::CancelToken& bound = {});
+// What a fired bound (a CancelSignal::Why) means to a net call; kReady for none.
+WaitResult bound_result(int why) noexcept;
 // Sets the descriptor's deadline for `mode` (0 clears it); a waiter is woken to re-check.
 void poll_set_deadline(PollDesc* pd, Mode mode, std::int64_t deadline_ns);
 

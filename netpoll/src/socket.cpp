@@ -27,15 +27,38 @@ std::int64_t to_deadline_ns(TimePoint t) {
 
 }  // namespace
 
-Socket::Socket(Socket&& o) noexcept : fd_(o.fd_.exchange(-1)), pd_(o.pd_.exchange(nullptr)) {}
+Socket::Socket(Socket&& o) noexcept : fd_(o.fd_.exchange(-1)), pd_(o.pd_.exchange(nullptr)) {
+  set_context(o.context());
+  o.set_context(Context());
+}
 
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     close();
     fd_.store(o.fd_.exchange(-1));
     pd_.store(o.pd_.exchange(nullptr));
+    set_context(o.context());
+    o.set_context(Context());
   }
   return *this;
+}
+
+void Socket::set_context(Context ctx) {
+  const bool cancellable = static_cast<CancelToken>(ctx).signal() != nullptr;
+  ctx_mu_.lock();
+  std::swap(ctx_, ctx);
+  has_ctx_.store(cancellable, std::memory_order_release);
+  ctx_mu_.unlock();
+  // The previous context is released here, outside the lock.
+}
+
+Context Socket::context() const {
+  if (!has_ctx_.load(std::memory_order_acquire)) return Context();
+  auto& mu = const_cast<weft::detail::SpinLock&>(ctx_mu_);
+  mu.lock();
+  Context c = ctx_;
+  mu.unlock();
+  return c;
 }
 
 void Socket::close() noexcept {
@@ -85,7 +108,9 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
   PollDesc* const pd = this->pd();
   IoCall call(pd);
   if (!call.ok() || this->pd() != pd) return closed_error("read", fd);
-  if (absl::Status s = precheck(pd, Mode::kRead, "read", fd); !s.ok()) return s;
+  const Context ctx = context();  // held for the call: the token points into it
+  const CancelToken bound = ctx;
+  if (absl::Status s = precheck(pd, Mode::kRead, "read", fd, bound); !s.ok()) return s;
   // After a short read, wait for the next edge before reading (see "Short reads" in
   // poll_desc.hpp): the read() it saves would only say EAGAIN.
   bool wait_first = false;
@@ -97,7 +122,7 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
     if (pd->closing.load(std::memory_order_acquire)) return closed_error("read", fd);
     if (wait_first) {
       wait_first = false;
-      if (WaitResult w = poll_wait(pd, Mode::kRead); w != WaitResult::kReady) {
+      if (WaitResult w = poll_wait(pd, Mode::kRead, bound); w != WaitResult::kReady) {
         return wait_error(w, "read", fd);
       }
     }
@@ -112,7 +137,7 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN) return errno_error(err, "read", fd);
-    if (WaitResult w = poll_wait(pd, Mode::kRead); w != WaitResult::kReady) {
+    if (WaitResult w = poll_wait(pd, Mode::kRead, bound); w != WaitResult::kReady) {
       return wait_error(w, "read", fd);
     }
   }
@@ -143,7 +168,9 @@ absl::Status Stream::write_all(const void* data, std::size_t n) {
   PollDesc* const pd = this->pd();
   IoCall call(pd);
   if (!call.ok() || this->pd() != pd) return closed_error("write", fd);
-  if (absl::Status s = precheck(pd, Mode::kWrite, "write", fd); !s.ok()) return s;
+  const Context ctx = context();
+  const CancelToken bound = ctx;
+  if (absl::Status s = precheck(pd, Mode::kWrite, "write", fd, bound); !s.ok()) return s;
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
     if (pd->closing.load(std::memory_order_acquire)) return closed_error("write", fd);
@@ -157,7 +184,7 @@ absl::Status Stream::write_all(const void* data, std::size_t n) {
     if (err == EINTR) continue;
     if (err != EAGAIN) return errno_error(err, "write", fd);
     if (pd->closing.load(std::memory_order_acquire)) return closed_error("write", fd);
-    if (WaitResult w = poll_wait(pd, Mode::kWrite); w != WaitResult::kReady) {
+    if (WaitResult w = poll_wait(pd, Mode::kWrite, bound); w != WaitResult::kReady) {
       return wait_error(w, "write", fd);
     }
   }

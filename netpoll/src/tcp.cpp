@@ -47,10 +47,13 @@ void set_nodelay(int fd) {
 }
 
 // The accept loop shared by TCP and Unix listeners. Returns the new fd and its descriptor.
-absl::StatusOr<std::pair<int, PollDesc*>> accept_one(int lfd, PollDesc* lpd, bool tcp) {
+absl::StatusOr<std::pair<int, PollDesc*>> accept_one(int lfd, PollDesc* lpd, bool tcp,
+                                                     const CancelToken& bound) {
   weft::detail::require_fiber("weft::net accept()");
   if (lfd < 0 || !lpd) return detail::closed_error("accept", lfd);
-  if (absl::Status s = detail::precheck(lpd, Mode::kRead, "accept", lfd); !s.ok()) return s;
+  if (absl::Status s = detail::precheck(lpd, Mode::kRead, "accept", lfd, bound); !s.ok()) {
+    return s;
+  }
   const std::uint32_t seq = lpd->seq.load(std::memory_order_acquire);
   auto backoff = std::chrono::milliseconds(5);
   for (;;) {
@@ -65,7 +68,7 @@ absl::StatusOr<std::pair<int, PollDesc*>> accept_one(int lfd, PollDesc* lpd, boo
     const int err = errno;
     switch (err) {
       case EAGAIN: {
-        WaitResult w = detail::poll_wait(lpd, Mode::kRead);
+        WaitResult w = detail::poll_wait(lpd, Mode::kRead, bound);
         if (w != WaitResult::kReady) return detail::wait_error(w, "accept", lfd);
         backoff = std::chrono::milliseconds(5);
         continue;
@@ -117,7 +120,7 @@ absl::StatusOr<std::pair<int, PollDesc*>> accept_one(int lfd, PollDesc* lpd, boo
 
 // connect() on a registered non-blocking socket, parking until it completes.
 absl::Status connect_fd(int fd, PollDesc* pd, const SockAddr& a, std::int64_t deadline_ns,
-                        const std::string& addr_text) {
+                        const std::string& addr_text, const CancelToken& bound = {}) {
   if (deadline_ns > 0) detail::poll_set_deadline(pd, Mode::kWrite, deadline_ns);
   int rc;
   do {
@@ -130,7 +133,7 @@ absl::Status connect_fd(int fd, PollDesc* pd, const SockAddr& a, std::int64_t de
     // socket polls as writable, so a stale edge may be waiting. Completion is SO_ERROR == 0 AND
     // a peer (getpeername); ENOTCONN means still in progress: wait again (as Go does).
     for (;;) {
-      WaitResult w = detail::poll_wait(pd, Mode::kWrite);
+      WaitResult w = detail::poll_wait(pd, Mode::kWrite, bound);
       if (w != WaitResult::kReady) {
         if (w == WaitResult::kDeadline) {
           return absl::DeadlineExceededError("connect fd " + std::to_string(fd) + " (" + addr_text +
@@ -167,7 +170,8 @@ absl::StatusOr<TcpStream> TcpListener::accept() {
   PollDesc* const lpd = pd();
   detail::IoCall call(lpd);
   if (!call.ok() || pd() != lpd) return detail::closed_error("accept", lfd);
-  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, true);
+  const Context ctx = context();  // held for the call: the token points into it
+  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, true, ctx);
   if (!r.ok()) return r.status();
   return TcpStream(r->first, r->second);
 }
@@ -177,7 +181,8 @@ absl::StatusOr<UnixStream> UnixListener::accept() {
   PollDesc* const lpd = pd();
   detail::IoCall call(lpd);
   if (!call.ok() || pd() != lpd) return detail::closed_error("accept", lfd);
-  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, false);
+  const Context ctx = context();
+  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, false, ctx);
   if (!r.ok()) return r.status();
   return UnixStream(r->first, r->second);
 }
@@ -234,7 +239,10 @@ absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, const ListenOption
 absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, const DialOptions& options) {
   weft::detail::require_fiber("weft::net::dial_tcp");
   const std::int64_t deadline = deadline_after(options.timeout);
-  auto addrs = detail::resolve(addr, SOCK_STREAM, /*passive=*/false, "dial_tcp");
+  // The context and the timeout bound every wait of the dial, name resolution included.
+  const CancelToken bound =
+      CancelToken::from_signal(static_cast<CancelToken>(options.context).signal(), deadline);
+  auto addrs = detail::resolve(addr, SOCK_STREAM, /*passive=*/false, "dial_tcp", bound);
   if (!addrs.ok()) return addrs.status();
   std::optional<SockAddr> local;
   if (!options.local_addr.empty()) {
@@ -265,12 +273,12 @@ absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, const DialOptions& opt
     if (!pd.ok()) return pd.status();
     (*pd)->short_read_drains = true;
     TcpStream s(fd, *pd);  // closes the fd if we give up on this address
-    last = connect_fd(fd, *pd, a, deadline, text);
+    last = connect_fd(fd, *pd, a, deadline, text, bound);
     if (last.ok()) {
       set_nodelay(fd);
       return s;
     }
-    if (absl::IsDeadlineExceeded(last)) break;
+    if (absl::IsDeadlineExceeded(last) || absl::IsCancelled(last)) break;
   }
   if (last.ok()) {
     return absl::InvalidArgumentError("dial_tcp: no address of \"" + std::string(addr) +
@@ -280,7 +288,9 @@ absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, const DialOptions& opt
 }
 
 absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, std::chrono::nanoseconds timeout) {
-  return dial_tcp(addr, DialOptions{timeout, {}});
+  DialOptions options;
+  options.timeout = timeout;
+  return dial_tcp(addr, options);
 }
 
 absl::StatusOr<UnixListener> listen_unix(std::string_view path) {

@@ -47,7 +47,8 @@ void release(int fd, detail::Mode mode) {
   }
 }
 
-absl::Status wait_fd(int fd, detail::Mode mode, TimePoint deadline, const char* what) {
+absl::Status wait_fd(int fd, detail::Mode mode, TimePoint deadline, const char* what,
+                     const CancelToken& bound = {}) {
   weft::detail::require_fiber(what);
   detail::PollDesc* pd = acquire(fd);
   if (!pd) {
@@ -66,7 +67,7 @@ absl::Status wait_fd(int fd, detail::Mode mode, TimePoint deadline, const char* 
   }
   detail::WaitResult w;
   try {
-    w = detail::poll_wait(pd, mode);
+    w = detail::poll_wait(pd, mode, bound);
   } catch (...) {
     release(fd, mode);
     throw;
@@ -83,6 +84,14 @@ absl::Status wait_readable(int fd, TimePoint deadline) {
 
 absl::Status wait_writable(int fd, TimePoint deadline) {
   return wait_fd(fd, detail::Mode::kWrite, deadline, "wait_writable");
+}
+
+absl::Status wait_readable(int fd, const CancelToken& bound) {
+  return wait_fd(fd, detail::Mode::kRead, TimePoint::max(), "wait_readable", bound);
+}
+
+absl::Status wait_writable(int fd, const CancelToken& bound) {
+  return wait_fd(fd, detail::Mode::kWrite, TimePoint::max(), "wait_writable", bound);
 }
 
 }  // namespace weft::net

@@ -18,11 +18,13 @@
 #include <absl/status/status.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <variant>
 
+#include "weft/cancel.hpp"
 #include "weft/chan.hpp"
 
 namespace weft {
@@ -61,6 +63,9 @@ class Context {
   const T* value(const ContextKey<T>& key) const {
     return static_cast<const T*>(detail::context_value(node_.get(), &key));
   }
+  // Bounds a wait by this context: `mu.lock(ctx)`, `sem.acquire(ctx)`, `task.wait(ctx)` (see
+  // weft/cancel.hpp). The token refers to this context, which must outlive the wait.
+  operator CancelToken() const noexcept;  // NOLINT(google-explicit-constructor): by design
 
  private:
   friend struct detail::ContextAccess;
@@ -87,6 +92,23 @@ std::pair<Context, CancelFunc> with_cancel(const Context& parent);
 std::pair<Context, CancelFunc> with_deadline(const Context& parent,
                                              std::chrono::steady_clock::time_point t);
 std::pair<Context, CancelFunc> with_timeout(const Context& parent, std::chrono::nanoseconds d);
+
+// Go 1.21's context.AfterFunc: once `ctx` is cancelled (or its deadline passes), f runs in a
+// fiber of its own (go(f)); at once if ctx is already done. Calling the returned stop function
+// before that unregisters f and returns true; afterwards (f started, or stop already called) it
+// returns false. f, and the context it waits on, are kept alive until f has started or stop was
+// called. If no runtime is running when ctx is cancelled, f runs on the cancelling thread. The
+// background context is never done: f never runs.
+class AfterFuncStop {
+ public:
+  AfterFuncStop() = default;
+  bool operator()() const;
+
+ private:
+  friend AfterFuncStop after_func(const Context& ctx, std::function<void()> f);
+  std::shared_ptr<void> rec_;
+};
+AfterFuncStop after_func(const Context& ctx, std::function<void()> f);
 
 // A child that carries `value` under `key` (and everything else of its parent).
 Context context_with_value(const Context& parent, const void* key,

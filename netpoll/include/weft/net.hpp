@@ -16,6 +16,12 @@
 //
 // One fiber may read while another writes the same stream; two concurrent readers (or writers)
 // of one socket get kFailedPrecondition.
+//
+// Cancellation. A socket can be bound to a weft::Context (set_context): once it is cancelled or
+// past its deadline, calls in progress on the socket fail, and later ones fail before their
+// syscall, with kCancelled / kDeadlineExceeded; the socket stays open. Every blocking call also
+// fails with kCancelled once its fiber's Task::request_stop() was called. dial_tcp takes a
+// context in DialOptions, wait_readable/wait_writable a CancelToken.
 #pragma once
 
 #include <absl/status/status.h>
@@ -27,6 +33,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "weft/cancel.hpp"
+#include "weft/context.hpp"
+#include "weft/detail/spin_lock.hpp"
 
 namespace weft::net {
 
@@ -65,11 +75,20 @@ class Socket {
   void set_write_deadline(TimePoint t);
   // The bound local address as "host:port" ("[v6]:port" for IPv6; the path for Unix sockets).
   std::string local_addr() const;
+  // Binds this socket's calls to `ctx` (see "Cancellation" above); background() unbinds. Safe
+  // from any fiber, also while calls are in flight (a call uses the context it started with,
+  // and a blocked one is not interrupted by the change). The socket keeps `ctx` alive.
+  void set_context(Context ctx);
+  Context context() const;
 
  protected:
   detail::PollDesc* pd() const noexcept { return pd_.load(std::memory_order_acquire); }
 
  private:
+  weft::detail::SpinLock ctx_mu_;         // guards ctx_
+  Context ctx_ ABSL_GUARDED_BY(ctx_mu_);  // background unless set_context
+  std::atomic<bool> has_ctx_{false};      // ctx_ can be cancelled: calls read it
+
   // Atomic because close() may come from another fiber while a call is in progress; a call holds
   // a reference on the descriptor, so the fd stays valid until it leaves (poll_desc.hpp).
   std::atomic<int> fd_{-1};
@@ -166,6 +185,9 @@ absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, std::chrono::nanosecon
 // multi-homed clients).
 struct DialOptions {
   std::chrono::nanoseconds timeout{};  // 0: none
+  // Bounds the dial (connect; name resolution stops being waited for): kCancelled or
+  // kDeadlineExceeded when it is done first. Go's DialContext; the stream is not bound to it.
+  Context context{};
   // Source address, numeric "host" or "host:port" (port 0 or none: the kernel picks one per
   // destination, with IP_BIND_ADDRESS_NO_PORT, so one source IP is not limited to ~28k ports
   // across all destinations). Empty: the kernel chooses.
@@ -181,5 +203,8 @@ absl::StatusOr<UnixStream> dial_unix(std::string_view path);
 // with the netpoller for the duration of the call only; it must not be a weft socket.
 absl::Status wait_readable(int fd, TimePoint deadline = TimePoint::max());
 absl::Status wait_writable(int fd, TimePoint deadline = TimePoint::max());
+// The same, bounded by a CancelToken (a Context converts): kCancelled / kDeadlineExceeded.
+absl::Status wait_readable(int fd, const CancelToken& bound);
+absl::Status wait_writable(int fd, const CancelToken& bound);
 
 }  // namespace weft::net

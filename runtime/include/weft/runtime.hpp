@@ -10,6 +10,9 @@
 // weft::detail is private to weft and may change without notice.
 #pragma once
 
+#include <absl/status/status.h>
+#include <absl/status/statusor.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -234,6 +237,25 @@ class Task {
     return outcome_->take();
   }
 
+  // Waits for the fiber to finish, bounded (weft/cancel.hpp): OK once it finished (join() then
+  // returns at once), else kCancelled / kDeadlineExceeded with the task still joinable.
+  absl::Status wait(const CancelToken& bound) {
+    if (!fiber_)
+      throw std::logic_error(
+          "weft::Task::wait: task is not joinable (already joined, moved from, or "
+          "default-constructed)");
+    absl::Status why;
+    return detail::fiber_join_bounded(fiber_, bound, &why) ? absl::OkStatus() : why;
+  }
+
+  // Asks the fiber to stop, as std::jthread's request_stop: its current and later bounded waits
+  // (a CancelToken or Context, a timeout, sleep, network calls) give up with kCancelled, and
+  // this_fiber::stop_requested() turns true, so it can clean up and return. Waits without a
+  // bound are not interrupted. Idempotent; harmless once the fiber finished.
+  void request_stop() noexcept {
+    if (fiber_) detail::fiber_request_stop(fiber_);
+  }
+
  private:
   template <class F>
   friend auto spawn(F&& f) -> Task<std::invoke_result_t<F&>>;
@@ -266,8 +288,14 @@ auto spawn(F&& f) -> Task<std::invoke_result_t<F&>> {
 namespace this_fiber {
 // Lets other runnable fibers run; the caller goes to the back of its worker's queue.
 void yield();
+// Sleeps end early (without an error) when the fiber's Task::request_stop() is called.
 void sleep_for(std::chrono::nanoseconds d);
 void sleep_until(std::chrono::steady_clock::time_point t);
+// Bounded: OK after sleeping the whole time, else the bound's kCancelled / kDeadlineExceeded.
+absl::Status sleep_for(std::chrono::nanoseconds d, const CancelToken& bound);
+absl::Status sleep_until(std::chrono::steady_clock::time_point t, const CancelToken& bound);
+// True once the calling fiber's Task::request_stop() was called; false outside a fiber.
+bool stop_requested() noexcept;
 // Unique per fiber for the life of the process; 0 outside a fiber.
 std::uint64_t id() noexcept;
 // Shown in fiber dumps, watchdog reports and stack profiles.
@@ -290,6 +318,55 @@ auto blocking(F&& f) -> std::invoke_result_t<F&> {
   } job{f, {}};
   detail::run_blocking(&Job::invoke, &job);
   return job.outcome.take();
+}
+
+namespace detail {
+template <class R>
+using BoundedResult = std::conditional_t<std::is_void_v<R>, absl::Status, absl::StatusOr<R>>;
+}  // namespace detail
+
+// blocking(), bounded (weft/cancel.hpp): when the bound fires first, the caller stops waiting
+// and gets kCancelled / kDeadlineExceeded, while the job runs on to its end on the pool and its
+// result is dropped. So f is decay-copied (as by std::thread) and must not refer to the caller's
+// frame; it must return a value, not a reference. Returns absl::StatusOr<R> (absl::Status for
+// void); an exception f throws reaches the caller if it was still waiting. Outside a fiber it
+// simply calls f.
+template <class F>
+auto blocking(const CancelToken& bound, F&& f)
+    -> detail::BoundedResult<std::invoke_result_t<std::decay_t<F>&>> {
+  using Fn = std::decay_t<F>;
+  using R = std::invoke_result_t<Fn&>;
+  static_assert(!std::is_reference_v<R>,
+                "weft::blocking(bound, f): f must return a value, not a reference (the job may "
+                "outlive the caller's wait)");
+  if (!detail::in_fiber()) {
+    if constexpr (std::is_void_v<R>) {
+      std::invoke(f);
+      return absl::OkStatus();
+    } else {
+      return std::invoke(f);
+    }
+  }
+  struct Job {
+    Fn fn;
+    detail::Outcome<R> outcome;
+    static void invoke(void* p) {
+      auto* j = static_cast<Job*>(p);
+      j->outcome.capture(j->fn);
+    }
+    static void destroy(void* p) noexcept { delete static_cast<Job*>(p); }
+  };
+  auto* job = new Job{Fn(std::forward<F>(f)), {}};
+  absl::Status why;
+  // false: the bound fired first, and the job (if it started) now belongs to the pool.
+  if (!detail::run_blocking_bounded(&Job::invoke, &Job::destroy, job, bound, &why)) return why;
+  std::unique_ptr<Job> own(job);
+  if constexpr (std::is_void_v<R>) {
+    own->outcome.take();
+    return absl::OkStatus();
+  } else {
+    return own->outcome.take();
+  }
 }
 
 // Counters since run() started. Cheap: it sums per-worker counters, takes no lock.

@@ -1,8 +1,11 @@
-// Fiber-aware synchronization: Mutex, CondVar, WaitGroup, Semaphore, RWMutex, Once, and
-// FiberLocal (a value per fiber). The primitives park fibers, never kernel threads (WaitGroup and
-// Semaphore also accept plain threads, which then block). All are built on one WaitList +
-// SpinLock pair; see runtime/src/sync/ for the algorithms.
+// Fiber-aware synchronization: Mutex, CondVar, WaitGroup, Semaphore, RWMutex, Once, Barrier, and
+// FiberLocal (a value per fiber). Waits that take a CancelToken (a Context converts to one) or a
+// timeout give up when it fires; see weft/cancel.hpp for what that guarantees. The primitives park
+// fibers, never kernel threads (WaitGroup and Semaphore also accept plain threads, which then
+// block). All are built on one WaitList + SpinLock pair; see runtime/src/sync/ for the algorithms.
 #pragma once
+
+#include <absl/status/status.h>
 
 #include <atomic>
 #include <chrono>
@@ -10,8 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
+#include "weft/cancel.hpp"
 #include "weft/detail/deadline.hpp"
 #include "weft/detail/spin_lock.hpp"
 #include "weft/detail/wait_list.hpp"
@@ -31,9 +36,18 @@ class Mutex {
   void lock();
   bool try_lock() noexcept;
   void unlock();
+  // Bounded: OK with the lock held, or (without it) kCancelled / kDeadlineExceeded.
+  absl::Status lock(const CancelToken& bound);
+  bool try_lock_until(std::chrono::steady_clock::time_point t) {
+    return lock(CancelToken::until(t)).ok();
+  }
+  template <class Rep, class Period>
+  bool try_lock_for(std::chrono::duration<Rep, Period> d) {
+    return lock(CancelToken::after(d)).ok();
+  }
 
  private:
-  void lock_slow();
+  absl::Status lock_slow(const CancelToken* bound);
   void unlock_slow();
   // bit 0: locked; bit 1: waiters queued (unlock must look at the queue)
   std::atomic<std::uint32_t> state_{0};
@@ -51,8 +65,23 @@ class CondVar {
 
   void wait(std::unique_lock<Mutex>& lock);
   template <class Pred>
+  requires std::is_invocable_r_v<bool, Pred&>
   void wait(std::unique_lock<Mutex>& lock, Pred pred) {
     while (!pred()) wait(lock);
+  }
+  // Bounded: returns OK when notified, else kCancelled / kDeadlineExceeded; either way the lock
+  // is held again on return.
+  absl::Status wait(std::unique_lock<Mutex>& lock, const CancelToken& bound);
+  // OK once pred() holds; the bound's status if it fired first (pred() is false then).
+  template <class Pred>
+  requires std::is_invocable_r_v<bool, Pred&> absl::Status wait(std::unique_lock<Mutex>& lock,
+                                                                const CancelToken& bound,
+                                                                Pred pred) {
+    while (!pred()) {
+      absl::Status s = wait(lock, bound);
+      if (!s.ok()) return pred() ? absl::OkStatus() : s;
+    }
+    return absl::OkStatus();
   }
   std::cv_status wait_until(std::unique_lock<Mutex>& lock,
                             std::chrono::steady_clock::time_point deadline);
@@ -92,6 +121,8 @@ class WaitGroup {
   void add(std::int64_t n = 1);  // throws std::logic_error if the counter goes negative
   void done() { add(-1); }
   void wait();
+  // Bounded (fibers only): OK once the counter is zero, else kCancelled / kDeadlineExceeded.
+  absl::Status wait(const CancelToken& bound);
 
  private:
   // high 32 bits: counter; low 32 bits: number of waiters (as in Go)
@@ -111,11 +142,45 @@ class Semaphore {
   void acquire();
   bool try_acquire() noexcept;
   void release(std::int64_t n = 1);
+  // Bounded (fibers only): OK with a permit, else kCancelled / kDeadlineExceeded and no permit.
+  absl::Status acquire(const CancelToken& bound);
+  bool try_acquire_until(std::chrono::steady_clock::time_point t) {
+    return acquire(CancelToken::until(t)).ok();
+  }
+  template <class Rep, class Period>
+  bool try_acquire_for(std::chrono::duration<Rep, Period> d) {
+    return acquire(CancelToken::after(d)).ok();
+  }
   std::int64_t available() const noexcept { return count_.load(std::memory_order_relaxed); }
 
  private:
   std::atomic<std::int64_t> count_;
   detail::SpinLock guard_;
+  detail::WaitList waiters_ ABSL_GUARDED_BY(guard_);
+};
+
+// A reusable barrier for a fixed party of `count` (std::barrier without a completion step):
+// arrive_and_wait() parks until `count` callers have arrived in the current phase, then releases
+// them all and starts the next phase. arrive_and_drop() arrives and leaves the party for good.
+// Works from fibers and plain threads (bounded waits need a fiber).
+class Barrier {
+ public:
+  explicit Barrier(std::size_t count);  // std::invalid_argument if count == 0
+  Barrier(const Barrier&) = delete;
+  Barrier& operator=(const Barrier&) = delete;
+
+  void arrive_and_wait();
+  // Bounded: OK once the phase completed; else kCancelled / kDeadlineExceeded, and the caller's
+  // arrival is taken back (the phase still needs it).
+  absl::Status arrive_and_wait(const CancelToken& bound);
+  void arrive_and_drop();
+
+ private:
+  // Resets the count and unlinks the phase's waiters (granted) for wake_chain.
+  detail::WaitNode* complete_phase_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_);
+  detail::SpinLock guard_;
+  std::size_t expected_ ABSL_GUARDED_BY(guard_);
+  std::size_t arrived_ ABSL_GUARDED_BY(guard_) = 0;
   detail::WaitList waiters_ ABSL_GUARDED_BY(guard_);
 };
 

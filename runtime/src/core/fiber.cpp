@@ -62,6 +62,8 @@ const char* wait_reason_name(WaitReason r) noexcept {
       return "rwmutex";
     case WaitReason::kOnce:
       return "once";
+    case WaitReason::kBarrier:
+      return "barrier";
   }
   return "?";
 }

@@ -12,6 +12,7 @@
 //  - `join_word`: atomic handshake between the finishing fiber and one joiner
 //    (sched/fiber_lifecycle.cpp).
 //  - `locals`: the fiber itself only (sched/fiber_locals.cpp).
+//  - `stop`: thread-safe (weft/detail/cancel_signal.hpp); only the fiber's own waits attach.
 //  - `refs`: 1 for the running fiber + 1 for a Task handle; the last release frees the memory.
 //  - wait_* fields: written by the fiber itself before it parks, read racily by dumps.
 #pragma once
@@ -23,6 +24,7 @@
 #include <string>
 
 #include "weft/detail/assert.hpp"
+#include "weft/detail/cancel_signal.hpp"
 #include "weft/detail/fiber_api.hpp"
 #include "weft/detail/park.hpp"
 
@@ -60,6 +62,7 @@ struct Fiber {
   std::string* name = nullptr;    // allocated by set_name only
   FiberLocals* locals = nullptr;  // FiberLocal values (sched/fiber_locals.cpp); only the fiber
                                   // itself touches them, and it frees them before it ends
+  CancelSignal stop;              // fired by Task::request_stop; its bounded waits attach to it
   std::atomic<std::int64_t> wait_arg{-1};
   std::atomic<std::int64_t> parked_at_ns{0};
   // Per-fiber copies of thread state that the compiler and libstdc++ keep per kernel thread.

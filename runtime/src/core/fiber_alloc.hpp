@@ -16,7 +16,7 @@ namespace weft::detail {
 
 class FiberAlloc {
  public:
-  static constexpr std::size_t kChunk = 192;
+  static constexpr std::size_t kChunk = 224;  // a 168-byte Fiber + 56 bytes of closure
   static constexpr std::size_t kAlign = 16;
   static constexpr std::size_t kBatch = 64;
 

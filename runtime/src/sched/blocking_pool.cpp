@@ -7,6 +7,7 @@
 
 #include "core/own_threads.hpp"
 #include "sched/scheduler.hpp"
+#include "weft/detail/wait_bounds.hpp"
 
 namespace weft::detail {
 namespace {
@@ -53,9 +54,13 @@ void BlockingPool::thread_main() {
         if (!queue_.empty() && idle_ == 0 && alive_ < max_threads_) start_thread_locked();
         mu_.unlock();
         job->fn(job->arg);
-        const Waker waker = job->waker;  // the job record dies once its fiber resumes
         completed_.fetch_add(1, std::memory_order_relaxed);
-        waker.wake();
+        if (job->finish) {
+          job->finish(job);
+        } else {
+          const Waker waker = job->waker;  // the job record dies once its fiber resumes
+          waker.wake();
+        }
         inflight_.fetch_sub(1, std::memory_order_acq_rel);
         mu_.lock();
         continue;
@@ -92,6 +97,105 @@ void run_blocking(void (*job)(void*), void* arg) {
         return true;
       },
       &ctx, WaitReason::kBlocking);
+}
+
+namespace {
+
+// A bounded blocking() job: on the heap, because its caller may stop waiting before it ran.
+// `state` decides who owns it once the job is done: kRunning -> kDone (pool thread: the caller
+// is still waiting; it is woken and owns the record) or kRunning -> kAbandoned (a bound fired:
+// the caller left; the pool thread frees the record after the job).
+struct BoundedJob : BlockingPool::Job {
+  static constexpr int kRunning = 0, kDone = 1, kAbandoned = 2;
+  std::atomic<int> state{kRunning};
+  void (*destroy)(void*) noexcept = nullptr;
+
+  static void finish_job(BlockingPool::Job* j) {
+    auto* b = static_cast<BoundedJob*>(j);
+    const Waker waker = b->waker;
+    int expected = kRunning;
+    if (b->state.compare_exchange_strong(expected, kDone, std::memory_order_acq_rel)) {
+      waker.wake();  // the caller owns the record from here
+      return;
+    }
+    b->destroy(b->arg);
+    delete b;
+  }
+};
+
+}  // namespace
+
+bool run_blocking_bounded(void (*job)(void*), void (*destroy)(void*) noexcept, void* arg,
+                          const CancelToken& bound, absl::Status* why) {
+  Runtime& rt = runtime_or_throw("weft::blocking");
+  auto* b = new BoundedJob;
+  b->fn = job;
+  b->arg = arg;
+  b->waker = Waker::current();
+  b->finish = &BoundedJob::finish_job;
+  b->destroy = destroy;
+  // The caller's half, in its frame: it outlives the bounds (disarmed before return).
+  struct Caller {
+    BoundedJob* job;
+    BlockingPool* pool;
+    WaitBounds* bounds;
+    bool abandoned = false;
+  } caller{b, &rt.blocking(), nullptr};
+  WaitBounds bounds(
+      bound,
+      [](void* a) {
+        auto* c = static_cast<Caller*>(a);
+        int expected = BoundedJob::kRunning;
+        // Read before the CAS: once it succeeded the pool thread may free the record.
+        const Waker waker = c->job->waker;
+        if (c->job->state.compare_exchange_strong(expected, BoundedJob::kAbandoned,
+                                                  std::memory_order_acq_rel)) {
+          c->abandoned = true;
+          waker.wake();
+        }
+      },
+      &caller);
+  caller.bounds = &bounds;
+  bool submitted = false;
+  struct Commit {
+    Caller* c;
+    bool* submitted;
+    static bool run(void* a) {
+      auto* self = static_cast<Commit*>(a);
+      // Armed here, with the caller parked: a bound that fires wakes a parked fiber.
+      if (!self->c->bounds->arm()) return false;
+      *self->submitted = true;
+      self->c->pool->submit(self->c->job);
+      return true;
+    }
+  } commit{&caller, &submitted};
+  // As in run_blocking, shutdown waits for the job instead of unwinding the caller, so park()
+  // throws FiberUnwind only at entry, before the commit armed or submitted anything.
+  try {
+    park(&Commit::run, &commit, WaitReason::kBlocking);
+  } catch (...) {
+    bounds.disarm();
+    int expected = BoundedJob::kRunning;
+    if (!submitted || !b->state.compare_exchange_strong(expected, BoundedJob::kAbandoned,
+                                                        std::memory_order_acq_rel)) {
+      delete b;  // never submitted, or already done: ours to free
+      destroy(arg);
+    }
+    throw;
+  }
+  bounds.disarm();
+  if (!submitted) {  // a bound had fired already
+    delete b;
+    destroy(arg);
+    *why = bounds.status("weft::blocking");
+    return false;
+  }
+  if (caller.abandoned) {
+    *why = bounds.status("weft::blocking");
+    return false;
+  }
+  delete b;
+  return true;
 }
 
 }  // namespace weft::detail

@@ -5,7 +5,8 @@
 // may block for long; a pool thread that takes a job while more are queued and no peer is idle
 // starts the next one, so a burst of submits is not serialised behind one thread's wake-up.
 // `inflight_` counts jobs from submission until their fiber was woken: deadlock detection and
-// shutdown read it (a fiber waiting on a job can still be woken).
+// shutdown read it (a fiber waiting on a job can still be woken). A bounded blocking() whose
+// bound fired lets its fiber go; the job runs on, and its `finish` frees it.
 #pragma once
 
 #include <atomic>
@@ -27,6 +28,9 @@ class BlockingPool {
     void (*fn)(void*);
     void* arg;
     Waker waker;
+    // Null: wake `waker` after fn. Else called instead (a bounded blocking() whose caller may
+    // have stopped waiting: it wakes the caller or frees the abandoned job).
+    void (*finish)(Job*) = nullptr;
   };
 
   explicit BlockingPool(unsigned max_threads) : max_threads_(max_threads ? max_threads : 1) {}

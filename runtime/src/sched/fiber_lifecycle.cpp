@@ -6,6 +6,8 @@
 // Join protocol: join_word is 0 while the fiber runs, kJoinDone once it finished, or the address
 // of the one joiner's WaitNode; the finisher exchanges in kJoinDone and wakes whatever joiner it
 // displaced, the joiner's park commit CASes 0 -> its node (failing if the fiber finished first).
+// A bounded join's bound withdraws with the CAS node -> 0; the finisher's exchange and that CAS
+// cannot both succeed, so the joiner is woken once, as finished or as withdrawn.
 #include "sched/fiber_lifecycle.hpp"
 
 #include <cstdio>
@@ -18,6 +20,7 @@
 #include "core/fiber_alloc.hpp"
 #include "core/registry.hpp"
 #include "sched/scheduler.hpp"
+#include "weft/detail/wait_bounds.hpp"
 #include "weft/runtime.hpp"
 
 namespace weft::detail {
@@ -110,6 +113,70 @@ bool fiber_join(Fiber* f) {
   }
   return true;
 }
+
+bool fiber_join_bounded(Fiber* f, const CancelToken& bound, absl::Status* why) {
+  require_fiber("weft::Task::wait(bound)");
+  if (f->join_word.load(std::memory_order_acquire) == kJoinDone) return true;
+  struct Record {
+    Fiber* f;
+    WaitNode node;
+    WaitBounds* bounds;
+    std::atomic<bool> withdrawn{false};
+    // Takes the node back if it is still published; true if this call did.
+    bool take_back() noexcept {
+      std::uintptr_t mine = reinterpret_cast<std::uintptr_t>(&node);
+      if (!f->join_word.compare_exchange_strong(mine, 0, std::memory_order_acq_rel)) return false;
+      withdrawn.store(true, std::memory_order_release);
+      return true;
+    }
+  } rec;
+  rec.f = f;
+  rec.node.waker = Waker::current();
+  WaitBounds bounds(
+      bound,
+      [](void* a) {
+        auto* r = static_cast<Record*>(a);
+        const Waker waker = r->node.waker;
+        if (r->take_back()) waker.wake();  // else: not published yet, or the finisher woke it
+      },
+      &rec);
+  rec.bounds = &bounds;
+  if (!bounds.arm()) {
+    *why = bounds.status("weft::Task::wait");
+    return false;
+  }
+  struct Disarm {
+    WaitBounds& b;
+    ~Disarm() { b.disarm(); }
+  } disarm{bounds};
+  try {
+    park(
+        [](void* a) {
+          auto* r = static_cast<Record*>(a);
+          std::uintptr_t expected = 0;
+          if (!r->f->join_word.compare_exchange_strong(expected,
+                                                       reinterpret_cast<std::uintptr_t>(&r->node),
+                                                       std::memory_order_acq_rel)) {
+            return false;  // finished already
+          }
+          // A bound that fired before the node was published found nothing to take back.
+          if (r->bounds->fired() && r->take_back()) return false;
+          return true;
+        },
+        &rec, WaitReason::kJoin, static_cast<std::int64_t>(f->id));
+  } catch (const FiberUnwind&) {
+    rec.take_back();
+    throw;
+  }
+  bounds.disarm();
+  if (rec.withdrawn.load(std::memory_order_acquire)) {
+    *why = bounds.status("weft::Task::wait");
+    return false;
+  }
+  return true;
+}
+
+void fiber_request_stop(Fiber* f) noexcept { f->stop.fire(CancelSignal::kStopped); }
 
 [[noreturn]] void die_uncaught_exception(const char* what) noexcept {
   Fiber* f = current_fiber();

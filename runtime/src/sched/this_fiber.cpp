@@ -1,4 +1,5 @@
-// this_fiber::sleep_until/sleep_for (a park whose commit arms a timer), id and set_name.
+// this_fiber::sleep_until/sleep_for (a park whose commit arms the sleep's WaitBounds: the
+// deadline timer, and the stop request / a bound's signal), stop_requested, id and set_name.
 #include <cstddef>
 #include <string>
 
@@ -6,36 +7,45 @@
 #include "core/registry.hpp"
 #include "sched/scheduler.hpp"
 #include "weft/detail/deadline.hpp"
+#include "weft/detail/wait_bounds.hpp"
 #include "weft/runtime.hpp"
 
 namespace weft {
 
-void this_fiber::sleep_until(std::chrono::steady_clock::time_point t) {
+namespace {
+
+// The one sleep: parks until `bound` fires (its deadline is the wake-up time, or earlier) or the
+// fiber's stop request does. Returns which (a CancelSignal::Why; kDeadline for a full sleep).
+int sleep_bounded(const CancelToken& bound) {
   using namespace detail;
-  require_fiber("weft::this_fiber::sleep_until()");
-  const std::int64_t when =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-  if (when <= now_ns()) return;
   struct Sleep {
-    TimerEntry timer;
     Waker waker;
-  } s;
-  s.timer.when_ns = when;
-  s.waker = Waker::current();
-  s.timer.fire = [](TimerEntry* t) {
-    reinterpret_cast<Sleep*>(reinterpret_cast<char*>(t) - offsetof(Sleep, timer))->waker.wake();
-  };
-  try {
-    park(
-        [](void* a) {
-          timer_add(&static_cast<Sleep*>(a)->timer);
-          return true;
-        },
-        &s, WaitReason::kSleep);
-  } catch (const FiberUnwind&) {
-    timer_cancel(&s.timer);
-    throw;
-  }
+    WaitBounds* bounds;
+  } s{Waker::current(), nullptr};
+  // First-fire-wins in WaitBounds makes the wake single; the bounds are armed in the commit, with
+  // the fiber parked, so a bound that fires at once wakes a parked fiber.
+  WaitBounds bounds(
+      bound, [](void* a) { static_cast<Sleep*>(a)->waker.wake(); }, &s);
+  s.bounds = &bounds;
+  struct Disarm {
+    WaitBounds& b;
+    ~Disarm() { b.disarm(); }
+  } disarm{bounds};
+  park([](void* a) { return static_cast<Sleep*>(a)->bounds->arm(); }, &s, WaitReason::kSleep);
+  bounds.disarm();
+  return bounds.fired();
+}
+
+std::int64_t to_ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
+void this_fiber::sleep_until(std::chrono::steady_clock::time_point t) {
+  detail::require_fiber("weft::this_fiber::sleep_until()");
+  if (to_ns(t) <= detail::now_ns()) return;
+  sleep_bounded(CancelToken::until(t));
 }
 
 void this_fiber::sleep_for(std::chrono::nanoseconds d) {
@@ -44,6 +54,53 @@ void this_fiber::sleep_for(std::chrono::nanoseconds d) {
     return;
   }
   sleep_until(detail::deadline_after(d));
+}
+
+absl::Status this_fiber::sleep_until(std::chrono::steady_clock::time_point t,
+                                     const CancelToken& bound) {
+  detail::require_fiber("weft::this_fiber::sleep_until(bound)");
+  std::int64_t wake = to_ns(t);
+  if (wake <= 0) wake = 1;
+  // The bound's own deadline, if earlier, ends the sleep as kDeadlineExceeded.
+  const std::int64_t bound_deadline = bound.deadline_ns();
+  const bool bound_first = bound_deadline != 0 && bound_deadline < wake;
+  const CancelToken merged =
+      CancelToken::from_signal(bound.signal(), bound_first ? bound_deadline : wake);
+  struct Probe {  // status text for the bound that fired
+    static absl::Status of(int why) {
+      switch (why) {
+        case detail::CancelSignal::kCancelled:
+          return absl::CancelledError("weft::this_fiber::sleep: context canceled");
+        case detail::CancelSignal::kStopped:
+          return absl::CancelledError(
+              "weft::this_fiber::sleep: the fiber was asked to stop (Task::request_stop)");
+        default:
+          return absl::DeadlineExceededError("weft::this_fiber::sleep: deadline exceeded");
+      }
+    }
+  };
+  if (wake <= detail::now_ns()) {
+    // Nothing to sleep; a bound that has fired still says so.
+    if (bound.signal() && bound.signal()->fired()) return Probe::of(bound.signal()->why());
+    if (detail::CancelSignal* stop = detail::current_stop_signal(); stop && stop->fired())
+      return Probe::of(detail::CancelSignal::kStopped);
+    return absl::OkStatus();
+  }
+  const int why = sleep_bounded(merged);
+  // kDeadline is the sleep's own end only if the wake-up time has come (a context's deadline
+  // fires its signal with kDeadline too, earlier).
+  if (why == detail::CancelSignal::kDeadline && !bound_first && detail::now_ns() >= wake)
+    return absl::OkStatus();
+  return Probe::of(why);
+}
+
+absl::Status this_fiber::sleep_for(std::chrono::nanoseconds d, const CancelToken& bound) {
+  return sleep_until(detail::deadline_after(d > d.zero() ? d : d.zero()), bound);
+}
+
+bool this_fiber::stop_requested() noexcept {
+  detail::CancelSignal* s = detail::current_stop_signal();
+  return s && s->fired();
 }
 
 std::uint64_t this_fiber::id() noexcept {

@@ -29,7 +29,7 @@ static_assert(sizeof(std::atomic<fcontext_t>) == sizeof(void*) &&
 
 // Keep in step with the enums (fiber.hpp, weft/detail/park.hpp): the last value of each.
 constexpr auto kStateCount = static_cast<std::size_t>(FiberState::kDone) + 1;
-constexpr auto kWaitReasonCount = static_cast<std::size_t>(WaitReason::kOnce) + 1;  // the last
+constexpr auto kWaitReasonCount = static_cast<std::size_t>(WaitReason::kBarrier) + 1;  // the last
 
 // Filled at static initialisation from the functions the runtime's own dump uses.
 template <class E, std::size_t N>

@@ -1,10 +1,13 @@
-// Mutex, CondVar, WaitGroup, Semaphore on the WaitList + SpinLock pair (weft/sync.hpp).
+// Mutex, CondVar, WaitGroup, Semaphore, Barrier on the WaitList + SpinLock pair (weft/sync.hpp).
 //
 // Common pattern: take guard_, decide, enqueue a WaitNode from our own frame, park_unlocking()
 // (weft/detail/park.hpp), whose commit releases guard_ once we are parked. Wakers pop the node
 // under guard_, record the outcome in node.grant, release guard_, then wake. If the park throws
 // FiberUnwind (shutdown), the withdraw step retakes guard_ and either unlinks the node or gives
-// back what a racing waker granted.
+// back what a racing waker granted. A bounded wait (CancelToken, timeout) is the same with
+// queue_and_park_bounded: a bound that fires first unlinks the node under guard_ and wakes it, so
+// the waiter got nothing and nothing was lost; a waker that got there first wins and the wait
+// completes (sync/wait_queue.hpp).
 #include "weft/sync.hpp"
 
 #include <stdexcept>
@@ -39,7 +42,16 @@ void Mutex::lock() {
   detail::require_fiber("weft::Mutex::lock()");
   std::uint32_t expected = 0;
   if (state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire)) return;
-  lock_slow();
+  (void)lock_slow(nullptr);  // unbounded: always OK
+}
+
+absl::Status Mutex::lock(const CancelToken& bound) {
+  detail::require_fiber("weft::Mutex::lock(bound)");
+  std::uint32_t expected = 0;
+  if (state_.compare_exchange_strong(expected, kLocked, std::memory_order_acquire)) {
+    return absl::OkStatus();
+  }
+  return lock_slow(&bound);
 }
 
 bool Mutex::try_lock() noexcept {
@@ -50,9 +62,9 @@ bool Mutex::try_lock() noexcept {
   return false;
 }
 
-void Mutex::lock_slow() {
+absl::Status Mutex::lock_slow(const CancelToken* bound) {
   for (int i = 0; i < 32; ++i) {
-    if (try_lock()) return;
+    if (try_lock()) return absl::OkStatus();
     __builtin_ia32_pause();
   }
   WaitNode node;
@@ -65,7 +77,7 @@ void Mutex::lock_slow() {
       if (!(s & kLocked)) {
         if (state_.compare_exchange_weak(s, s | kLocked, std::memory_order_acquire)) {
           guard_.unlock();
-          return;
+          return absl::OkStatus();
         }
         continue;
       }
@@ -75,9 +87,17 @@ void Mutex::lock_slow() {
       }
     }
     // A waiter that was woken and lost the race goes back to the front (Go's LIFO requeue).
-    queue_and_park(
-        guard_, waiters_, node, WaitReason::kMutex, [this](std::uint32_t) { unlock(); }, requeue);
-    if (node.grant == kHandoff) return;  // unlock() handed the lock to us: we own it
+    // A withdrawn waiter leaves kWaiters set: the next unlock takes the slow path once.
+    const auto give_back = [this](std::uint32_t) { unlock(); };
+    if (bound) {
+      absl::Status st = detail::queue_and_park_bounded(guard_, waiters_, node, WaitReason::kMutex,
+                                                       give_back, *bound, "weft::Mutex::lock",
+                                                       detail::NoWithdrawHook{}, requeue);
+      if (!st.ok()) return st;
+    } else {
+      queue_and_park(guard_, waiters_, node, WaitReason::kMutex, give_back, requeue);
+    }
+    if (node.grant == kHandoff) return absl::OkStatus();  // unlock() handed the lock to us
     requeue = true;
   }
 }
@@ -118,7 +138,6 @@ void Mutex::unlock_slow() {
 
 namespace {
 constexpr std::uint32_t kNotified = 1;
-constexpr std::uint32_t kTimedOut = 2;
 }  // namespace
 
 void CondVar::wait(std::unique_lock<Mutex>& lock) {
@@ -145,45 +164,60 @@ void CondVar::wait(std::unique_lock<Mutex>& lock) {
 std::cv_status CondVar::wait_until(std::unique_lock<Mutex>& lock,
                                    std::chrono::steady_clock::time_point deadline) {
   detail::require_fiber("weft::CondVar::wait_until()");
-  if (!lock.owns_lock()) throw std::logic_error("weft::CondVar::wait_until: the lock is not held");
-  const std::int64_t when =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch()).count();
-  if (when <= detail::now_ns()) return std::cv_status::timeout;
-  struct Wait {
-    detail::TimerEntry timer;
-    WaitNode node;
+  // The deadline, or the fiber's stop request, ends the wait as a timeout.
+  return wait(lock, CancelToken::until(deadline)).ok() ? std::cv_status::no_timeout
+                                                       : std::cv_status::timeout;
+}
+
+absl::Status CondVar::wait(std::unique_lock<Mutex>& lock, const CancelToken& bound) {
+  detail::require_fiber("weft::CondVar::wait(bound)");
+  if (!lock.owns_lock()) throw std::logic_error("weft::CondVar::wait: the lock is not held");
+  // As in wait(), plus the bounds: a bound that fires before a notify unlinks the node under
+  // guard_ and wakes us. The user's mutex is re-taken before returning either way.
+  struct Record {
     CondVar* cv;
-  } w;
-  w.cv = this;
-  w.timer.when_ns = when;
-  w.timer.fire = [](detail::TimerEntry* t) {
-    auto* self = reinterpret_cast<Wait*>(reinterpret_cast<char*>(t) - offsetof(Wait, timer));
-    self->cv->guard_.lock();
-    if (!self->node.linked) {  // notified first
-      self->cv->guard_.unlock();
-      return;
-    }
-    self->cv->waiters_.remove(&self->node);
-    self->node.grant = kTimedOut;
-    const detail::Waker waker = self->node.waker;
-    self->cv->guard_.unlock();
-    waker.wake();
-  };
+    WaitNode node;
+    bool withdrawn = false;  // guard_
+  } rec;
+  rec.cv = this;
+  detail::WaitBounds bounds(
+      bound,
+      [](void* a) {
+        auto* r = static_cast<Record*>(a);
+        r->cv->guard_.lock();
+        if (!r->node.linked) {  // notified first
+          r->cv->guard_.unlock();
+          return;
+        }
+        r->cv->waiters_.remove(&r->node);
+        r->withdrawn = true;
+        const detail::Waker waker = r->node.waker;
+        r->cv->guard_.unlock();
+        waker.wake();
+      },
+      &rec);
   guard_.lock();
-  w.node.waker = detail::Waker::current();
-  waiters_.push_back(&w.node);
+  if (!bounds.arm(/*defer_timer=*/true)) {
+    guard_.unlock();
+    return bounds.status("weft::CondVar::wait");
+  }
+  struct Disarm {
+    detail::WaitBounds& b;
+    ~Disarm() { b.disarm(); }
+  } disarm{bounds};
+  rec.node.waker = detail::Waker::current();
+  waiters_.push_back(&rec.node);
   Mutex* const mutex = lock.mutex();
-  // As in wait(); the timeout timer is armed by the commit and its callback takes guard_.
   detail::park_unlocking(
       guard_, WaitReason::kCondVar,
       [&](bool parked) ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_) {
-        if (w.node.linked) waiters_.remove(&w.node);
+        if (rec.node.linked) waiters_.remove(&rec.node);
         if (parked) lock.release();
       },
-      [mutex] { mutex->unlock(); }, &w.timer);
-  detail::timer_cancel(&w.timer);
+      [mutex] { mutex->unlock(); }, bounds.timer());
+  bounds.disarm();
   mutex->lock();
-  return w.node.grant == kTimedOut ? std::cv_status::timeout : std::cv_status::no_timeout;
+  return rec.withdrawn ? bounds.status("weft::CondVar::wait") : absl::OkStatus();
 }
 
 void CondVar::notify_one() {
@@ -249,6 +283,25 @@ void WaitGroup::wait() {
   queue_and_park(guard_, waiters_, node, WaitReason::kWaitGroup, [](std::uint32_t) {});
 }
 
+absl::Status WaitGroup::wait(const CancelToken& bound) {
+  detail::require_fiber("weft::WaitGroup::wait(bound)");
+  if ((state_.load(std::memory_order_acquire) >> 32) == 0) return absl::OkStatus();
+  WaitNode node;
+  guard_.lock();
+  std::uint64_t s = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((s >> 32) == 0) {
+      guard_.unlock();
+      return absl::OkStatus();
+    }
+    if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) break;
+  }
+  // A withdrawn waiter uncounts itself (under guard_, which add() takes before it wakes anyone).
+  return detail::queue_and_park_bounded(
+      guard_, waiters_, node, WaitReason::kWaitGroup, [](std::uint32_t) {}, bound,
+      "weft::WaitGroup::wait", [this] { state_.fetch_sub(1, std::memory_order_acq_rel); });
+}
+
 // ---- Semaphore
 // ------------------------------------------------------------------------------------
 
@@ -276,6 +329,20 @@ void Semaphore::acquire() {
                  [this](std::uint32_t) { release(1); });
 }
 
+absl::Status Semaphore::acquire(const CancelToken& bound) {
+  detail::require_fiber("weft::Semaphore::acquire(bound)");
+  if (try_acquire()) return absl::OkStatus();
+  WaitNode node;
+  guard_.lock();
+  if (try_acquire()) {
+    guard_.unlock();
+    return absl::OkStatus();
+  }
+  return detail::queue_and_park_bounded(
+      guard_, waiters_, node, WaitReason::kSemaphore, [this](std::uint32_t) { release(1); }, bound,
+      "weft::Semaphore::acquire");
+}
+
 void Semaphore::release(std::int64_t n) {
   if (n < 0) throw std::invalid_argument("weft::Semaphore::release: negative count");
   WaitNode* chain = nullptr;
@@ -289,6 +356,65 @@ void Semaphore::release(std::int64_t n) {
     --n;
   }
   if (n > 0) count_.fetch_add(n, std::memory_order_release);
+  guard_.unlock();
+  wake_chain(chain);
+}
+
+// ---- Barrier
+// --------------------------------------------------------------------------------------
+
+Barrier::Barrier(std::size_t count) : expected_(count) {
+  if (count == 0) throw std::invalid_argument("weft::Barrier: the party must have at least one");
+}
+
+WaitNode* Barrier::complete_phase_locked() {
+  arrived_ = 0;
+  WaitNode* chain = nullptr;
+  while (WaitNode* n = waiters_.pop_front()) {
+    n->grant = 1;
+    n->next = chain;
+    chain = n;
+  }
+  return chain;
+}
+
+void Barrier::arrive_and_wait() {
+  WaitNode node;
+  guard_.lock();
+  if (++arrived_ >= expected_) {
+    WaitNode* chain = complete_phase_locked();
+    guard_.unlock();
+    wake_chain(chain);
+    return;
+  }
+  // At shutdown an unwound waiter's arrival stays counted: the party is being torn down.
+  queue_and_park(guard_, waiters_, node, WaitReason::kBarrier, [](std::uint32_t) {});
+}
+
+absl::Status Barrier::arrive_and_wait(const CancelToken& bound) {
+  detail::require_fiber("weft::Barrier::arrive_and_wait(bound)");
+  WaitNode node;
+  guard_.lock();
+  if (++arrived_ >= expected_) {
+    WaitNode* chain = complete_phase_locked();
+    guard_.unlock();
+    wake_chain(chain);
+    return absl::OkStatus();
+  }
+  return detail::queue_and_park_bounded(
+      guard_, waiters_, node, WaitReason::kBarrier, [](std::uint32_t) {}, bound,
+      "weft::Barrier::arrive_and_wait", [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { --arrived_; });
+}
+
+void Barrier::arrive_and_drop() {
+  guard_.lock();
+  if (expected_ == 0) {
+    guard_.unlock();
+    throw std::logic_error("weft::Barrier::arrive_and_drop: the party is already empty");
+  }
+  --expected_;
+  WaitNode* chain = nullptr;
+  if (arrived_ > 0 && arrived_ >= expected_) chain = complete_phase_locked();
   guard_.unlock();
   wake_chain(chain);
 }

@@ -4,8 +4,12 @@
 // template describes that storage with a ClosureOps table of plain function pointers.
 #pragma once
 
+#include <absl/status/status.h>
+
 #include <cstddef>
 #include <cstdint>
+
+#include "weft/cancel.hpp"
 
 namespace weft::detail {
 
@@ -30,6 +34,11 @@ void fiber_start(Fiber* f, bool joinable);
 // Parks until `f` has finished (any caller: fiber or plain thread). Returns false if it was
 // unwound at shutdown instead of finishing.
 bool fiber_join(Fiber* f);
+// join bounded by `bound` (weft/cancel.hpp) and the caller's stop request: true when `f`
+// finished (or was unwound); false when a bound fired first, with *why set to its status.
+bool fiber_join_bounded(Fiber* f, const CancelToken& bound, absl::Status* why);
+// Fires `f`'s stop signal (Task::request_stop). Harmless after the fiber ended.
+void fiber_request_stop(Fiber* f) noexcept;
 // Drops the joiner's reference (join done, or Task destroyed unjoined).
 void fiber_release(Fiber* f) noexcept;
 std::uint64_t fiber_id(const Fiber* f) noexcept;
@@ -42,5 +51,10 @@ void run_runtime(const void* options, void (*body)(void*), void* arg);
 
 // blocking() support: runs job(arg) on the blocking pool while the calling fiber parks.
 void run_blocking(void (*job)(void*), void* arg);
+// blocking(bound, f) support: true when job(arg) ran to its end (the caller owns arg again);
+// false when a bound fired first (*why says which): then destroy(arg) runs once the job is done,
+// or at once if it never started.
+bool run_blocking_bounded(void (*job)(void*), void (*destroy)(void*) noexcept, void* arg,
+                          const CancelToken& bound, absl::Status* why);
 
 }  // namespace weft::detail

@@ -51,6 +51,7 @@ enum class WaitReason : std::uint8_t {
   kForever,
   kRWMutex,
   kOnce,
+  kBarrier,
 };
 const char* wait_reason_name(WaitReason r) noexcept;
 
