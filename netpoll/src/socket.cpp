@@ -1,7 +1,8 @@
 // Socket and Stream: the read/write loops over non-blocking fds. Each call tries the syscall
 // first and parks on the netpoller only on EAGAIN (poll_desc.hpp makes that race-free); EINTR
 // and partial writes are retried; errno is copied right after the syscall, before anything can
-// park (a fiber may resume on another thread).
+// park (a fiber may resume on another thread). Each completed call counts against the fiber's
+// cooperative budget (coop_tick in weft/detail/park.hpp), so an always-ready socket yields.
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -132,6 +133,7 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
           !pd->short_read_unreliable.load(std::memory_order_acquire)) {
         pd->rd_drained.store(true, std::memory_order_relaxed);
       }
+      weft::detail::coop_tick();  // a flood of ready data must not hold the worker
       return static_cast<std::size_t>(r);
     }
     const int err = errno;
@@ -188,6 +190,7 @@ absl::Status Stream::write_all(const void* data, std::size_t n) {
       return wait_error(w, "write", fd);
     }
   }
+  weft::detail::coop_tick();
   return absl::OkStatus();
 }
 

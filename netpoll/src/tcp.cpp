@@ -173,7 +173,9 @@ absl::StatusOr<TcpStream> TcpListener::accept() {
   const Context ctx = context();  // held for the call: the token points into it
   absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, true, ctx);
   if (!r.ok()) return r.status();
-  return TcpStream(r->first, r->second);
+  TcpStream s(r->first, r->second);
+  weft::detail::coop_tick();  // an accept flood yields too (the stream owns the fd by now)
+  return s;
 }
 
 absl::StatusOr<UnixStream> UnixListener::accept() {
@@ -184,7 +186,9 @@ absl::StatusOr<UnixStream> UnixListener::accept() {
   const Context ctx = context();
   absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, false, ctx);
   if (!r.ok()) return r.status();
-  return UnixStream(r->first, r->second);
+  UnixStream s(r->first, r->second);
+  weft::detail::coop_tick();
+  return s;
 }
 
 UnixListener& UnixListener::operator=(UnixListener&& o) noexcept {

@@ -53,6 +53,7 @@ absl::StatusOr<std::size_t> UdpSocket::recv_from(std::span<std::byte> buf, std::
     const ssize_t r = ::recvfrom(fd, buf.data(), buf.size(), 0, a.get(), &a.len);
     if (r >= 0) {
       if (from) *from = detail::format_addr(a);
+      weft::detail::coop_tick();
       return static_cast<std::size_t>(r);
     }
     const int err = errno;
@@ -78,7 +79,10 @@ absl::Status UdpSocket::send_to(std::span<const std::byte> data, std::string_vie
   const SockAddr& a = addrs->front();
   for (;;) {
     const ssize_t r = ::sendto(fd, data.data(), data.size(), MSG_NOSIGNAL, a.get(), a.len);
-    if (r >= 0) return absl::OkStatus();
+    if (r >= 0) {
+      weft::detail::coop_tick();
+      return absl::OkStatus();
+    }
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN) return detail::errno_error(err, "send_to", fd, addr);

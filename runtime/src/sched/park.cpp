@@ -1,6 +1,7 @@
 // The park/wake protocol's entry points: park() (a fiber gives up its worker; its commit runs
 // once its context is saved, see scheduler.hpp), Waker::wake() (the one Parked -> Runnable CAS of
-// a wake), this_fiber::yield(), and the plain-thread variants (ThreadParker). The protocol is
+// a wake), this_fiber::yield(), coop_tick() (the cooperative budget), and the plain-thread
+// variants (ThreadParker). The protocol is
 // described in weft/detail/park.hpp.
 #include <stdexcept>
 #include <string>
@@ -61,11 +62,24 @@ void park(CommitFn commit, void* arg, WaitReason reason, std::int64_t reason_arg
   self->wait_arg.store(reason_arg, std::memory_order_relaxed);
   self->parked_at_ns.store(rt->coarse_now(), std::memory_order_relaxed);
   w->parks.store(w->parks.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  w->coop_count = 0;  // a park ends the run of operations that completed at once
   w->pending = Pending{Pending::kPark, self, commit, arg};
   switch_to(*w, rt->pick_next(*w));
   Fiber* me = current_fiber();
   me->wait_reason.store(WaitReason::kNone, std::memory_order_relaxed);
   if (me->unwind_requests > 0 && std::uncaught_exceptions() == 0) throw FiberUnwind{};
+}
+
+void coop_tick() {
+  Worker* w = current_worker();
+  if (!w || !w->current) return;
+  if (w->coop_owner != w->current) {
+    w->coop_owner = w->current;
+    w->coop_count = 0;
+  }
+  if (++w->coop_count < kCoopBudget) return;
+  w->coop_count = 0;
+  this_fiber::yield();
 }
 
 void thread_park_until(CommitFn commit, void* arg, std::int64_t deadline_ns, CommitFn timed_out,

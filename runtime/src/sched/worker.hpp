@@ -41,6 +41,9 @@ struct alignas(64) Worker {
   std::uint32_t schedtick = 0;
   std::uint32_t runnext_streak = 0;
   std::uint32_t timer_tick = 0;
+  // Cooperative budget (coop_tick): operations `coop_owner` completed without parking in a row.
+  const Fiber* coop_owner = nullptr;
+  std::uint32_t coop_count = 0;
   std::uint64_t rng = 0;
   std::uint64_t next_id = 0, id_end = 0;  // batch of fiber ids handed to this worker
   int* errno_addr = nullptr;              // this thread's errno (bind_thread_state)

@@ -85,6 +85,14 @@ void park(CommitFn commit, void* arg, WaitReason reason, std::int64_t reason_arg
 void thread_park_until(CommitFn commit, void* arg, std::int64_t deadline_ns, CommitFn timed_out,
                        void* timeout_arg);
 
+// The cooperative budget (Tokio's coop): a call that could have parked but completed at once (a
+// read that found data, a write the kernel took whole) counts one operation. After kCoopBudget
+// of them in a row without parking, the fiber yields, so a connection whose socket is always
+// ready (a pipelining client) cannot hold its worker. A park starts a new run. Outside a fiber
+// it does nothing. Like any yield it may throw FiberUnwind at shutdown.
+inline constexpr std::uint32_t kCoopBudget = 128;
+void coop_tick();
+
 // True when called from a fiber of a running runtime.
 bool in_fiber() noexcept;
 // Throws std::logic_error("weft: <what> needs a fiber ...") outside a fiber.
