@@ -1,9 +1,11 @@
 // echo_server: a TCP echo server in plain blocking style, one fiber per connection.
 //
 //   echo_server --listen=127.0.0.1:7000 [--workers=N] [--stats_every=1s] [--reuse_port]
+//               [--drain_grace=1s]
 //
-// Prints "listening on HOST:PORT" once it accepts connections; SIGINT/SIGTERM close the listener
-// and end run(), which unwinds the connection fibers (closing their sockets). With --stats_every
+// Prints "listening on HOST:PORT" once it accepts connections. SIGINT/SIGTERM drain it
+// (weft::net::Server): it stops accepting, lets connections finish for up to --drain_grace, then
+// cancels the rest through their context (their blocked reads fail) and exits. With --stats_every
 // it prints a `stats` line (connections, fibers, RSS) periodically; the showcase reads them. With
 // --reuse_port several server processes share one port (SO_REUSEPORT), each holding its own
 // share of the connections: how the showcase goes past one process's fd limit.
@@ -27,17 +29,19 @@ ABSL_FLAG(int, workers, 0, "weft workers (0: all CPUs)");
 ABSL_FLAG(absl::Duration, stats_every, absl::ZeroDuration(), "print a stats line this often");
 ABSL_FLAG(bool, reuse_port, false,
           "listen with SO_REUSEPORT, so that several server processes share the port");
+ABSL_FLAG(absl::Duration, drain_grace, absl::Seconds(1),
+          "on SIGINT/SIGTERM, how long connections may finish before they are cancelled");
 
 namespace {
 
 std::atomic<std::int64_t> g_conns{0};
 std::atomic<std::uint64_t> g_accepted{0};
 
-void serve(weft::net::TcpStream conn) {
+void serve(weft::net::TcpStream& conn) {
   g_conns.fetch_add(1, std::memory_order_relaxed);
   struct Gone {
     ~Gone() { g_conns.fetch_sub(1, std::memory_order_relaxed); }
-  } gone;  // also when the fiber is unwound at shutdown
+  } gone;  // also when the handler is cancelled by a drain
   // On the fiber's stack, the size a user would pick: the benchmarks compare this handler with
   // Go's written the same way (a 4 KiB buffer). It straddles two stack pages, which stay
   // resident while the connection idles.
@@ -80,20 +84,13 @@ int main(int argc, char** argv) {
           rc = 1;
           return;
         }
-        // Joined before `l` goes away: the accept loop ends when close() wakes it.
-        weft::Task<void> acceptor = weft::spawn([&] {
-          for (;;) {
-            absl::StatusOr<weft::net::TcpStream> c = l->accept();
-            if (!c.ok()) {
-              if (!l->is_open()) return;  // closed for shutdown
-              std::fprintf(stderr, "echo_server: %s\n", std::string(c.status().ToString()).c_str());
-              weft::this_fiber::sleep_for(
-                  std::chrono::milliseconds(10));  // do not spin on a persistent error
-              continue;
-            }
+        weft::net::Server server(std::move(*l));
+        // Joined before `server` goes away: serve() returns once drain() stopped accepting.
+        weft::Task<absl::Status> serving = weft::spawn([&] {
+          return server.serve([](weft::net::TcpStream& s, const weft::Context&) {
             g_accepted.fetch_add(1, std::memory_order_relaxed);
-            weft::go([s = std::move(*c)]() mutable { serve(std::move(s)); });
-          }
+            serve(s);  // the stream is bound to the server's context: a drain cancels its reads
+          });
         });
         if (const absl::Duration every = absl::GetFlag(FLAGS_stats_every);
             every > absl::ZeroDuration()) {
@@ -108,8 +105,14 @@ int main(int argc, char** argv) {
         const int sig = signals.wait();
         std::printf("echo_server: signal %d, shutting down\n", sig);
         print_stats("final");
-        l->close();
-        acceptor.join();
+        const absl::Status drained =
+            server.drain(absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_drain_grace)));
+        std::printf("echo_server: drained: %s\n", std::string(drained.ToString()).c_str());
+        if (absl::Status s = serving.join(); !s.ok()) {
+          std::fprintf(stderr, "echo_server: accepting failed: %s\n",
+                       std::string(s.ToString()).c_str());
+          rc = 1;
+        }
       },
       weft::Options{.workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)))});
   return rc;

@@ -2,18 +2,20 @@
 // connection. Requests are parsed by Node's http_parser (Debian's libhttp-parser-dev), fed with
 // whatever each read() returns; every complete request gets a response, in order.
 //
-//   http_server --listen=127.0.0.1:8080 [--workers=N]
+//   http_server --listen=127.0.0.1:8080 [--workers=N] [--drain_grace=1s]
 //
 //   GET /        -> "Hello, World!"
 //   GET /stats   -> weft::stats() as JSON
 //   other paths  -> 404
 // Malformed requests get "400 Bad Request" and the connection is closed; a request head larger
 // than http_parser's limit (80 KiB) is malformed. Prints "listening on HOST:PORT" once ready;
-// SIGINT/SIGTERM shut it down cleanly.
+// SIGINT/SIGTERM drain it (weft::net::Server): it stops accepting, lets requests in flight finish
+// for up to --drain_grace, then cancels the connections left (idle keep-alives) and exits.
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
 #include <absl/strings/str_cat.h>
+#include <absl/time/time.h>
 #include <http_parser.h>
 
 #include <cstdio>
@@ -26,6 +28,8 @@
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:8080", "address to listen on, HOST:PORT");
 ABSL_FLAG(int, workers, 0, "weft workers (0: all CPUs)");
+ABSL_FLAG(absl::Duration, drain_grace, absl::Seconds(1),
+          "on SIGINT/SIGTERM, how long connections may finish before they are cancelled");
 
 namespace {
 
@@ -91,7 +95,7 @@ const http_parser_settings kSettings = [] {
   return s;
 }();
 
-void serve(weft::net::TcpStream s) {
+void serve(weft::net::TcpStream& s) {
   Conn c;
   http_parser_init(&c.parser, HTTP_REQUEST);
   c.parser.data = &c;
@@ -132,24 +136,22 @@ int main(int argc, char** argv) {
           rc = 1;
           return;
         }
-        // Joined before `l` goes away: the accept loop ends when close() wakes it.
-        weft::Task<void> acceptor = weft::spawn([&] {
-          for (;;) {
-            absl::StatusOr<weft::net::TcpStream> c = l->accept();
-            if (!c.ok()) {
-              if (!l->is_open()) return;
-              std::fprintf(stderr, "http_server: %s\n", std::string(c.status().ToString()).c_str());
-              weft::this_fiber::sleep_for(
-                  std::chrono::milliseconds(10));  // do not spin on a persistent error
-              continue;
-            }
-            weft::go([s = std::move(*c)]() mutable { serve(std::move(s)); });
-          }
+        weft::net::Server server(std::move(*l));
+        // Joined before `server` goes away: serve() returns once drain() stopped accepting.
+        weft::Task<absl::Status> serving = weft::spawn([&] {
+          return server.serve([](weft::net::TcpStream& s, const weft::Context&) { serve(s); });
         });
         const int sig = signals.wait();
         std::printf("http_server: signal %d, shutting down\n", sig);
-        l->close();
-        acceptor.join();
+        // In-flight requests finish; keep-alive connections idle past the grace are cancelled.
+        const absl::Status drained =
+            server.drain(absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_drain_grace)));
+        std::printf("http_server: drained: %s\n", std::string(drained.ToString()).c_str());
+        if (absl::Status s = serving.join(); !s.ok()) {
+          std::fprintf(stderr, "http_server: accepting failed: %s\n",
+                       std::string(s.ToString()).c_str());
+          rc = 1;
+        }
       },
       weft::Options{.workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)))});
   return rc;

@@ -6,6 +6,7 @@
 #include "weft/net.hpp"
 #include "weft/runtime.hpp"
 #include "weft/select.hpp"
+#include "weft/server.hpp"
 #include "weft/sync.hpp"
 #include "weft/task_group.hpp"
 #include "weft/time.hpp"
