@@ -201,11 +201,11 @@ WaitResult poll_wait(PollDesc* pd, Mode mode, const weft::CancelToken& bound) {
   // slot, and the check after publishing sees it; after, unblock() wakes the parked waiter.
   weft::detail::WaitBounds bounds(
       bound, [](void* side) { unblock(*static_cast<PollDesc::Side*>(side)); }, &s);
-  if (!bounds.arm()) return bound_result(bounds.fired());
   struct Disarm {
     weft::detail::WaitBounds& b;
     ~Disarm() { b.disarm(); }
   } disarm{bounds};
+  if (!bounds.arm()) return bound_result(bounds.fired());
   for (;;) {
     if (WaitResult e = check(pd, s, seq, bounds); e != WaitResult::kReady) return e;
     std::uintptr_t old = s.slot.load(std::memory_order_acquire);

@@ -14,12 +14,24 @@
 //            consumers receive until it is closed and sum; sum and count verified; ns per item
 //   select2  two producers each send half of 0..N-1 into their own Chan<int> of capacity 128;
 //            one consumer runs N selects over both; sum verified; ns per select
+//   ctx      one fiber creates N with_cancel children of a long-lived cancellable context and
+//            cancels each at once (each registers with its parent and leaves it); ns per pair
+//   rwmutex  8 readers share N read sections (lock_shared, read a counter, unlock_shared) while
+//            one writer makes N/100 write sections (lock, increment, unlock); count verified;
+//            ns per section (reads + writes)
+//   fiber_local one fiber reads its FiberLocal<int64> N times (Go has no goroutine-local
+//            storage: its idiom, ctx.Value on a one-value context, is the peer); sum verified
+//   select_ctx a producer sends 0..N-1 into a Chan<int> of capacity 128; the consumer runs N
+//            selects over it and a live context's done(); sum verified; ns per select
 // Interface and output: see bench_util.hpp.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <shared_mutex>
 #include <vector>
 #include <weft/weft.hpp>
 
@@ -327,6 +339,130 @@ int bench_select2(const bench::Args& a) {
   return 0;
 }
 
+int bench_ctx(const bench::Args& a) {
+  const std::int64_t n = static_cast<std::int64_t>(bench::size_or(a, bench::kCtxN));
+  const double ns = weft::run(
+      [n] {
+        auto [parent, cancel_parent] = weft::with_cancel(weft::background());
+        const auto t0 = bench::Clock::now();
+        for (std::int64_t i = 0; i < n; ++i) {
+          auto [ctx, cancel] = weft::with_cancel(parent);
+          cancel();
+        }
+        const double t = bench::ns_since(t0);
+        cancel_parent();
+        return t;
+      },
+      weft::Options{.workers = bench::resolve_workers(a)});
+  bench::result("ctx", bench::variant_of(a), "ns_per_create_cancel", ns / static_cast<double>(n),
+                "ns");
+  return 0;
+}
+
+int bench_rwmutex(const bench::Args& a) {
+  const std::int64_t n = static_cast<std::int64_t>(bench::size_or(a, bench::kRwN));
+  const std::int64_t writes = n / static_cast<std::int64_t>(bench::kRwWriteEvery);
+  struct Out {
+    std::int64_t counter, reads;
+    double ns;
+  };
+  const Out out = weft::run(
+      [n, writes] {
+        weft::RWMutex mu;
+        std::int64_t counter = 0;
+        std::atomic<std::int64_t> reads{0};
+        weft::WaitGroup wg;
+        wg.add(bench::kRwReaders + 1);
+        const auto t0 = bench::Clock::now();
+        for (unsigned r = 0; r < bench::kRwReaders; ++r) {
+          const std::int64_t mine = n / bench::kRwReaders + (r < n % bench::kRwReaders ? 1 : 0);
+          weft::go([&, mine] {
+            std::int64_t seen = 0;
+            for (std::int64_t i = 0; i < mine; ++i) {
+              std::shared_lock lock(mu);
+              seen += counter >= 0 ? 1 : 0;
+            }
+            reads.fetch_add(seen);
+            wg.done();
+          });
+        }
+        weft::go([&] {
+          for (std::int64_t i = 0; i < writes; ++i) {
+            std::lock_guard lock(mu);
+            ++counter;
+          }
+          wg.done();
+        });
+        wg.wait();
+        return Out{counter, reads.load(), bench::ns_since(t0)};
+      },
+      weft::Options{.workers = bench::resolve_workers(a)});
+  if (int rc = bench::verify("rwmutex", out.counter, writes)) return rc;
+  if (int rc = bench::verify("rwmutex", out.reads, n)) return rc;
+  bench::result("rwmutex", bench::variant_of(a), "ns_per_section",
+                out.ns / static_cast<double>(n + writes), "ns");
+  return 0;
+}
+
+int bench_fiber_local(const bench::Args& a) {
+  const std::int64_t n = static_cast<std::int64_t>(bench::size_or(a, bench::kLocalN));
+  struct Out {
+    std::int64_t sum;
+    double ns;
+  };
+  const Out out = weft::run(
+      [n] {
+        static weft::FiberLocal<std::int64_t> local;
+        local.get() = 1;
+        std::int64_t sum = 0;
+        const auto t0 = bench::Clock::now();
+        for (std::int64_t i = 0; i < n; ++i) sum += local.get();
+        return Out{sum, bench::ns_since(t0)};
+      },
+      weft::Options{.workers = bench::resolve_workers(a)});
+  if (int rc = bench::verify("fiber_local", out.sum, n)) return rc;
+  bench::result("fiber_local", bench::variant_of(a), "ns_per_get", out.ns / static_cast<double>(n),
+                "ns");
+  return 0;
+}
+
+int bench_select_ctx(const bench::Args& a) {
+  const std::int64_t n = static_cast<std::int64_t>(bench::size_or(a, bench::kSelectCtxN));
+  struct Out {
+    std::int64_t sum;
+    double ns;
+  };
+  const Out out = weft::run(
+      [n] {
+        weft::Chan<int> ch(bench::kSelect2Capacity);
+        auto [ctx, cancel] = weft::with_cancel(weft::background());
+        std::int64_t sum = 0;
+        weft::WaitGroup wg;
+        wg.add(2);
+        const auto t0 = bench::Clock::now();
+        weft::go([&, done = ctx.done()] {  // the consumer
+          for (std::int64_t i = 0; i < n; ++i) {
+            weft::select(weft::case_recv(ch, [&](std::optional<int> v) { sum += *v; }),
+                         weft::case_recv(done));
+          }
+          wg.done();
+        });
+        weft::go([&] {
+          for (int i = 0; i < static_cast<int>(n); ++i) ch.send(i);
+          wg.done();
+        });
+        wg.wait();
+        const double t = bench::ns_since(t0);
+        cancel();
+        return Out{sum, t};
+      },
+      weft::Options{.workers = bench::resolve_workers(a)});
+  if (int rc = bench::verify("select_ctx", out.sum, sum_below(n))) return rc;
+  bench::result("select_ctx", bench::variant_of(a), "ns_per_select",
+                out.ns / static_cast<double>(n), "ns");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -341,7 +477,12 @@ int main(int argc, char** argv) {
   if (a.bench == "chan_pingpong") return bench_chan_pingpong(a);
   if (a.bench == "chan_mpmc") return bench_chan_mpmc(a);
   if (a.bench == "select2") return bench_select2(a);
+  if (a.bench == "ctx") return bench_ctx(a);
+  if (a.bench == "rwmutex") return bench_rwmutex(a);
+  if (a.bench == "fiber_local") return bench_fiber_local(a);
+  if (a.bench == "select_ctx") return bench_select_ctx(a);
   bench::usage_error(g_prog, "unsupported bench: " + a.bench +
                                  " (weft implements switch, spawn, skynet, park_mem, mutex, timer, "
-                                 "chan_pingpong, chan_mpmc, select2)");
+                                 "chan_pingpong, chan_mpmc, select2, ctx, rwmutex, fiber_local, "
+                                 "select_ctx)");
 }

@@ -134,17 +134,20 @@ bool run_blocking_bounded(void (*job)(void*), void (*destroy)(void*) noexcept, v
   b->waker = Waker::current();
   b->finish = &BoundedJob::finish_job;
   b->destroy = destroy;
-  // The caller's half, in its frame: it outlives the bounds (disarmed before return).
+  // The caller's half, in its frame: it outlives the bounds (disarmed before return). The gate
+  // tells a bound that fires before the park's commit (nothing submitted yet) from one that fires
+  // while the job runs.
   struct Caller {
     BoundedJob* job;
     BlockingPool* pool;
-    WaitBounds* bounds;
-    bool abandoned = false;
-  } caller{b, &rt.blocking(), nullptr};
+    ParkGate gate;
+    bool abandoned = false;  // written by the withdraw before its wake
+  } caller{b, &rt.blocking(), {}};
   WaitBounds bounds(
       bound,
       [](void* a) {
         auto* c = static_cast<Caller*>(a);
+        if (!c->gate.fire_wakes()) return;  // not parked: the commit will not submit the job
         int expected = BoundedJob::kRunning;
         // Read before the CAS: once it succeeded the pool thread may free the record.
         const Waker waker = c->job->waker;
@@ -152,39 +155,45 @@ bool run_blocking_bounded(void (*job)(void*), void (*destroy)(void*) noexcept, v
                                                   std::memory_order_acq_rel)) {
           c->abandoned = true;
           waker.wake();
-        }
+        }  // else the job is done and its finish wakes the caller
       },
       &caller);
-  caller.bounds = &bounds;
+  struct Disarm {
+    WaitBounds& b;
+    ~Disarm() { b.disarm(); }
+  } disarm{bounds};
   bool submitted = false;
-  struct Commit {
-    Caller* c;
-    bool* submitted;
-    static bool run(void* a) {
-      auto* self = static_cast<Commit*>(a);
-      // Armed here, with the caller parked: a bound that fires wakes a parked fiber.
-      if (!self->c->bounds->arm()) return false;
-      *self->submitted = true;
-      self->c->pool->submit(self->c->job);
-      return true;
-    }
-  } commit{&caller, &submitted};
-  // As in run_blocking, shutdown waits for the job instead of unwinding the caller, so park()
-  // throws FiberUnwind only at entry, before the commit armed or submitted anything.
-  try {
-    park(&Commit::run, &commit, WaitReason::kBlocking);
-  } catch (...) {
-    bounds.disarm();
-    int expected = BoundedJob::kRunning;
-    if (!submitted || !b->state.compare_exchange_strong(expected, BoundedJob::kAbandoned,
-                                                        std::memory_order_acq_rel)) {
-      delete b;  // never submitted, or already done: ours to free
+  if (bounds.arm()) {
+    struct Commit {
+      Caller* c;
+      bool* submitted;
+      static bool run(void* a) {
+        auto* self = static_cast<Commit*>(a);
+        BlockingPool* const pool = self->c->pool;
+        BoundedJob* const job = self->c->job;
+        // Before the gate: once it says "parked", a bound may wake the caller, which reads it.
+        *self->submitted = true;
+        if (!self->c->gate.parked()) {  // a bound fired first: do not start the job
+          *self->submitted = false;     // (nobody wakes the caller: it continues after us)
+          return false;
+        }
+        // The caller may be awake, its frame gone, from here on: only the job and the pool.
+        pool->submit(job);
+        return true;
+      }
+    } commit{&caller, &submitted};
+    // As in run_blocking, shutdown waits for the job instead of unwinding the caller, so park()
+    // throws FiberUnwind only at entry, before the commit submitted anything.
+    try {
+      park(&Commit::run, &commit, WaitReason::kBlocking);
+    } catch (...) {
+      delete b;
       destroy(arg);
+      throw;
     }
-    throw;
   }
   bounds.disarm();
-  if (!submitted) {  // a bound had fired already
+  if (!submitted) {  // a bound had fired before the job could start
     delete b;
     destroy(arg);
     *why = bounds.status("weft::blocking");

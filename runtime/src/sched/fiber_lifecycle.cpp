@@ -122,6 +122,13 @@ bool fiber_join_bounded(Fiber* f, const CancelToken& bound, absl::Status* why) {
     WaitNode node;
     WaitBounds* bounds;
     std::atomic<bool> withdrawn{false};
+    // The commit reads this frame after publishing the node, when the finisher may already have
+    // woken us: we must not leave (and free the frame) before it is done. 0: never ran (park
+    // threw at entry); 1: running; 2: done.
+    std::atomic<int> commit{0};
+    void wait_for_commit() const noexcept {
+      while (commit.load(std::memory_order_acquire) == 1) __builtin_ia32_pause();
+    }
     // Takes the node back if it is still published; true if this call did.
     bool take_back() noexcept {
       std::uintptr_t mine = reinterpret_cast<std::uintptr_t>(&node);
@@ -141,33 +148,35 @@ bool fiber_join_bounded(Fiber* f, const CancelToken& bound, absl::Status* why) {
       },
       &rec);
   rec.bounds = &bounds;
-  if (!bounds.arm()) {
-    *why = bounds.status("weft::Task::wait");
-    return false;
-  }
   struct Disarm {
     WaitBounds& b;
     ~Disarm() { b.disarm(); }
   } disarm{bounds};
+  if (!bounds.arm()) {
+    *why = bounds.status("weft::Task::wait");
+    return false;
+  }
   try {
     park(
         [](void* a) {
           auto* r = static_cast<Record*>(a);
+          r->commit.store(1, std::memory_order_relaxed);
           std::uintptr_t expected = 0;
-          if (!r->f->join_word.compare_exchange_strong(expected,
-                                                       reinterpret_cast<std::uintptr_t>(&r->node),
-                                                       std::memory_order_acq_rel)) {
-            return false;  // finished already
-          }
-          // A bound that fired before the node was published found nothing to take back.
-          if (r->bounds->fired() && r->take_back()) return false;
-          return true;
+          bool park = r->f->join_word.compare_exchange_strong(
+              expected, reinterpret_cast<std::uintptr_t>(&r->node), std::memory_order_acq_rel);
+          // (false: finished already.) A bound that fired before the node was published found
+          // nothing to take back: take it back here.
+          if (park && r->bounds->fired() && r->take_back()) park = false;
+          r->commit.store(2, std::memory_order_release);  // the last touch of this frame
+          return park;
         },
         &rec, WaitReason::kJoin, static_cast<std::int64_t>(f->id));
   } catch (const FiberUnwind&) {
+    rec.wait_for_commit();
     rec.take_back();
     throw;
   }
+  rec.wait_for_commit();
   bounds.disarm();
   if (rec.withdrawn.load(std::memory_order_acquire)) {
     *why = bounds.status("weft::Task::wait");

@@ -1,5 +1,5 @@
-// this_fiber::sleep_until/sleep_for (a park whose commit arms the sleep's WaitBounds: the
-// deadline timer, and the stop request / a bound's signal), stop_requested, id and set_name.
+// this_fiber::sleep_until/sleep_for (a WaitBounds -- the deadline timer, the stop request, a
+// bound's signal -- armed before a gated park), stop_requested, id and set_name.
 #include <cstddef>
 #include <string>
 
@@ -20,18 +20,24 @@ int sleep_bounded(const CancelToken& bound) {
   using namespace detail;
   struct Sleep {
     Waker waker;
-    WaitBounds* bounds;
-  } s{Waker::current(), nullptr};
-  // First-fire-wins in WaitBounds makes the wake single; the bounds are armed in the commit, with
-  // the fiber parked, so a bound that fires at once wakes a parked fiber.
+    ParkGate gate;
+  } s{Waker::current(), {}};
+  // First-fire-wins in WaitBounds makes the wake single; the gate keeps a source that fires
+  // before the park's commit from waking a fiber that is not parked (the commit calls it off).
   WaitBounds bounds(
-      bound, [](void* a) { static_cast<Sleep*>(a)->waker.wake(); }, &s);
-  s.bounds = &bounds;
+      bound,
+      [](void* a) {
+        auto* sl = static_cast<Sleep*>(a);
+        if (sl->gate.fire_wakes()) sl->waker.wake();
+      },
+      &s);
   struct Disarm {
     WaitBounds& b;
     ~Disarm() { b.disarm(); }
   } disarm{bounds};
-  park([](void* a) { return static_cast<Sleep*>(a)->bounds->arm(); }, &s, WaitReason::kSleep);
+  if (bounds.arm()) {
+    park([](void* a) { return static_cast<Sleep*>(a)->gate.parked(); }, &s, WaitReason::kSleep);
+  }
   bounds.disarm();
   return bounds.fired();
 }

@@ -3,12 +3,20 @@
 // state_: the number of readers holding the lock (low 32 bits) and three flags. kWriter: a
 // writer holds it. kWriterWaiting: writers_ is non-empty. kReadersWaiting: readers_ is non-empty.
 // Invariants: the flags change only under guard_ (so a waiter that queues and the flag that
-// announces it appear together for every guard_ holder); kWriter and a reader count > 0 never
-// hold at once.
+// announces it appear together for every guard_ holder); kWriter and a reader count > 0 hold at
+// once only transiently (below). Every change to the word is a CAS or an add, never a store, so
+// no count is ever overwritten.
 //
-// Fast paths, one CAS each: lock_shared adds a reader when no writer holds or waits (writer
-// preference); lock takes a word that is exactly 0; unlock_shared subtracts one and goes slow only
-// when it was the last reader and a writer waits; unlock clears a word that is exactly kWriter.
+// Fast paths: lock_shared is one fetch_add (Go's RLock: an add never fails under contention, a
+// CAS loop does), which counts the reader whatever the flags say; if a writer held or waited, the
+// reader takes its count back through unlock_shared -- which hands the lock to a waiting writer
+// if that count was the last -- and queues. So a reader count may briefly include readers that
+// do not hold the lock; every decision that needs "no readers" (a writer taking the lock, a
+// hand-off) re-checks the word under guard_, and the reader that takes its count back makes the
+// hand-off a real last reader could not. lock takes a word that is exactly 0; unlock_shared
+// subtracts one (CAS, so that unlocking what is not held is caught before it corrupts the word)
+// and goes slow only when it was the last reader and a writer waits; unlock clears a word that is
+// exactly kWriter.
 //
 // Shutdown: a waiter unwound (FiberUnwind) before its grant leaves its list; a writer that does
 // so also clears kWriterWaiting when it was the last one queued, and lets in the readers that
@@ -164,7 +172,10 @@ bool RWMutex::try_lock_shared() noexcept {
 
 void RWMutex::lock_shared() {
   detail::require_fiber("weft::RWMutex::lock_shared()");
-  if (try_lock_shared()) return;
+  const std::uint64_t s = state_.fetch_add(1, std::memory_order_acquire);
+  WEFT_ASSERT((s & kReaderMask) != kReaderMask, "too many RWMutex readers");
+  if (!(s & (kWriter | kWriterWaiting))) return;
+  unlock_shared();  // a writer holds or waits: take the count back (handing over if it was last)
   lock_shared_slow();
 }
 

@@ -196,15 +196,15 @@ absl::Status CondVar::wait(std::unique_lock<Mutex>& lock, const CancelToken& bou
         waker.wake();
       },
       &rec);
+  struct Disarm {  // on every way out, after guard_ was released
+    detail::WaitBounds& b;
+    ~Disarm() { b.disarm(); }
+  } disarm{bounds};
   guard_.lock();
   if (!bounds.arm(/*defer_timer=*/true)) {
     guard_.unlock();
     return bounds.status("weft::CondVar::wait");
   }
-  struct Disarm {
-    detail::WaitBounds& b;
-    ~Disarm() { b.disarm(); }
-  } disarm{bounds};
   rec.node.waker = detail::Waker::current();
   waiters_.push_back(&rec.node);
   Mutex* const mutex = lock.mutex();

@@ -28,31 +28,36 @@ WaitBounds::WaitBounds(const CancelToken& token, Withdraw withdraw, void* arg) n
 
 bool WaitBounds::arm(bool defer_timer) noexcept {
   WEFT_ASSERT(!armed_, "WaitBounds armed twice");
+  // Every field is written before the first attach: a source may fire (and its withdraw wake the
+  // waiter) as soon as it is attached. A failure detaches nothing here -- a callback of ours may
+  // be running and waiting for the caller's lock -- the caller's disarm() does, lock released.
+  armed_ = true;
   if (deadline_ns_ != 0 && deadline_ns_ <= now_ns()) {
-    why_.store(CancelSignal::kDeadline, std::memory_order_release);
+    mark(CancelSignal::kDeadline);
     return false;
   }
   if (token_sig_ && !token_sig_->attach(&on_token_)) {
-    why_.store(token_sig_->why(), std::memory_order_release);
+    mark(token_sig_->why());
     return false;
   }
   if (stop_sig_ && !stop_sig_->attach(&on_stop_)) {
-    if (token_sig_) token_sig_->detach(&on_token_);
-    why_.store(CancelSignal::kStopped, std::memory_order_release);
+    mark(CancelSignal::kStopped);
     return false;
   }
-  armed_ = true;
-  if (deadline_ns_ != 0 && !defer_timer) {
-    timer_add(&timer_);
-    timer_armed_ = true;
-  }
+  if (deadline_ns_ != 0 && !defer_timer) timer_add(&timer_);
   return true;
+}
+
+void WaitBounds::mark(int why) noexcept {
+  int expected = 0;
+  why_.compare_exchange_strong(expected, why, std::memory_order_acq_rel);
 }
 
 void WaitBounds::disarm() noexcept {
   if (!armed_) return;
   armed_ = false;
-  // timer_cancel and detach both wait for a callback that is running right now.
+  // timer_cancel and detach both wait for a callback that is running right now; either is a
+  // no-op for a source that was never armed.
   if (deadline_ns_ != 0) timer_cancel(&timer_);
   if (token_sig_) token_sig_->detach(&on_token_);
   if (stop_sig_) stop_sig_->detach(&on_stop_);

@@ -84,15 +84,17 @@ inline absl::Status queue_and_park_bounded(SpinLock& guard, WaitList& list, Wait
         waker.wake();
       },
       &rec);
-  // Armed with the guard held: a bound that fires now waits for the guard, i.e. for the commit.
-  if (!bounds.arm(/*defer_timer=*/true)) {
-    guard.unlock();
-    return bounds.status(what);
-  }
+  // Disarmed on every way out, always after the guard was released (a withdraw may be waiting
+  // for it).
   struct Disarm {
     WaitBounds& b;
     ~Disarm() { b.disarm(); }
   } disarm{bounds};
+  // Armed with the guard held: a bound that fires now waits for the guard, i.e. for the commit.
+  if (!bounds.arm(/*defer_timer=*/true)) {
+    guard.unlock();
+    return bounds.status(what);  // (the status reads why_, which a later firing cannot change)
+  }
   node.waker = Waker::current();
   node.grant = 0;
   if (front) {

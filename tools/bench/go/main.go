@@ -22,6 +22,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -29,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -44,6 +46,12 @@ const (
 	chanPingPongN = 1_000_000  // round trips
 	chanMPMCN     = 10_000_000 // items in total
 	select2N      = 2_000_000  // selects (items in total)
+	ctxN          = 1_000_000  // contexts created and cancelled
+	rwN           = 8_000_000  // read sections in total
+	rwWriteEvery  = 100        // one write section per 100 reads
+	rwReaders     = 8
+	localN        = 10_000_000 // request-scoped value reads
+	selectCtxN    = 2_000_000  // selects
 
 	mpmcProducers = 4
 	mpmcConsumers = 4
@@ -52,7 +60,7 @@ const (
 )
 
 var (
-	benchFlag   = flag.String("bench", "", "switch, spawn, skynet, park_mem, mutex, chan_pingpong, chan_mpmc or select2")
+	benchFlag   = flag.String("bench", "", "switch, spawn, skynet, park_mem, mutex, chan_pingpong, chan_mpmc, select2, ctx, rwmutex, fiber_local or select_ctx")
 	workersFlag = flag.Int("workers", 0, "worker threads (GOMAXPROCS); 0 means all CPUs")
 	nFlag       = flag.Int64("n", 0, "size override (0: the bench's default)")
 )
@@ -370,6 +378,113 @@ func benchSelect2() {
 	result("select2", variant(), "ns_per_select", ns/float64(n), "ns")
 }
 
+func benchCtx() {
+	runtime.GOMAXPROCS(resolveWorkers())
+	n := sizeOr(ctxN)
+	parent, cancelParent := context.WithCancel(context.Background())
+	t0 := time.Now()
+	for i := int64(0); i < n; i++ {
+		_, cancel := context.WithCancel(parent)
+		cancel()
+	}
+	ns := float64(time.Since(t0).Nanoseconds())
+	cancelParent()
+	result("ctx", variant(), "ns_per_create_cancel", ns/float64(n), "ns")
+}
+
+func benchRWMutex() {
+	runtime.GOMAXPROCS(resolveWorkers())
+	n := sizeOr(rwN)
+	writes := n / rwWriteEvery
+	var mu sync.RWMutex
+	var counter int64
+	var reads int64
+	var wg sync.WaitGroup
+	wg.Add(rwReaders + 1)
+	t0 := time.Now()
+	for r := int64(0); r < rwReaders; r++ {
+		mine := n / rwReaders
+		if r < n%rwReaders {
+			mine++
+		}
+		go func(mine int64) {
+			var seen int64
+			for i := int64(0); i < mine; i++ {
+				mu.RLock()
+				if counter >= 0 {
+					seen++
+				}
+				mu.RUnlock()
+			}
+			atomic.AddInt64(&reads, seen)
+			wg.Done()
+		}(mine)
+	}
+	go func() {
+		for i := int64(0); i < writes; i++ {
+			mu.Lock()
+			counter++
+			mu.Unlock()
+		}
+		wg.Done()
+	}()
+	wg.Wait()
+	ns := float64(time.Since(t0).Nanoseconds())
+	verify("rwmutex", counter, writes)
+	verify("rwmutex", reads, n)
+	result("rwmutex", variant(), "ns_per_section", ns/float64(n+writes), "ns")
+}
+
+type localKey struct{}
+
+// Go has no goroutine-local storage; its idiom for a request-scoped value is ctx.Value.
+func benchFiberLocal() {
+	runtime.GOMAXPROCS(resolveWorkers())
+	n := sizeOr(localN)
+	ctx := context.WithValue(context.Background(), localKey{}, int64(1))
+	var sum int64
+	t0 := time.Now()
+	for i := int64(0); i < n; i++ {
+		sum += ctx.Value(localKey{}).(int64)
+	}
+	ns := float64(time.Since(t0).Nanoseconds())
+	verify("fiber_local", sum, n)
+	result("fiber_local", variant(), "ns_per_get", ns/float64(n), "ns")
+}
+
+func benchSelectCtx() {
+	runtime.GOMAXPROCS(resolveWorkers())
+	n := int(sizeOr(selectCtxN))
+	ch := make(chan int, select2Cap)
+	ctx, cancel := context.WithCancel(context.Background())
+	var sum int64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	t0 := time.Now()
+	go func() { // the consumer
+		done := ctx.Done()
+		for i := 0; i < n; i++ {
+			select {
+			case v := <-ch:
+				sum += int64(v)
+			case <-done:
+			}
+		}
+		wg.Done()
+	}()
+	go func() {
+		for i := 0; i < n; i++ {
+			ch <- i
+		}
+		wg.Done()
+	}()
+	wg.Wait()
+	ns := float64(time.Since(t0).Nanoseconds())
+	cancel()
+	verify("select_ctx", sum, sumBelow(int64(n)))
+	result("select_ctx", variant(), "ns_per_select", ns/float64(n), "ns")
+}
+
 func main() {
 	flag.Parse()
 	if flag.NArg() != 0 {
@@ -398,9 +513,17 @@ func main() {
 		benchChanMPMC()
 	case "select2":
 		benchSelect2()
+	case "ctx":
+		benchCtx()
+	case "rwmutex":
+		benchRWMutex()
+	case "fiber_local":
+		benchFiberLocal()
+	case "select_ctx":
+		benchSelectCtx()
 	case "":
 		usageError("--bench is required")
 	default:
-		usageError("unsupported bench: " + *benchFlag + " (go implements switch, spawn, skynet, park_mem, mutex, chan_pingpong, chan_mpmc, select2)")
+		usageError("unsupported bench: " + *benchFlag + " (go implements switch, spawn, skynet, park_mem, mutex, chan_pingpong, chan_mpmc, select2, ctx, rwmutex, fiber_local, select_ctx)")
 	}
 }

@@ -3,11 +3,11 @@
 // (sync, join, sleep, blocking, netpoll) uses it; the primitive supplies only `withdraw`.
 //
 //   WaitBounds b(token, &withdraw, arg);  // in the waiter's frame (or record)
-//   if (!b.arm()) return b.status("weft::X");  // a bound fired already: do not park
+//   if (!b.arm()) { <release locks>; b.disarm(); return b.status("weft::X"); }  // fired already
 //   ... publish the wait record, park ...
 //   b.disarm();                            // always, also when unwinding (after it, no withdraw
 //                                          //   runs or is running: the frame may go)
-//   if (b.fired() && <record was withdrawn>) return b.status("weft::X");
+//   if (<record was withdrawn>) return b.status("weft::X");
 //
 // The first bound to fire records why (CAS) and calls withdraw(arg) once, on the firing thread
 // (a timer callback, a canceller's thread). withdraw must take the primitive's lock (or win its
@@ -15,7 +15,12 @@
 // waiter; if a waker got there first the wait completed and withdraw does nothing. It must not
 // block or park. A bound that fires while arm() runs or before the record is published finds it
 // unpublished: for lock-based primitives the caller arms with the primitive's lock held, so
-// withdraw waits for the commit; lock-free primitives re-check fired() after publishing.
+// withdraw waits for the commit; lock-free primitives re-check fired() after publishing; waits
+// whose withdraw is a bare wake (sleep, blocking) use a park gate (ParkGate below).
+//
+// arm() runs in the waiter before it parks (never inside a park commit: a source may fire while
+// arm() runs and its withdraw must find the waiter's state complete). disarm() must not be called
+// with the primitive's lock held: it may wait for a withdraw that waits for that lock.
 #pragma once
 
 #include <absl/status/status.h>
@@ -42,8 +47,8 @@ class WaitBounds {
   ~WaitBounds() { WEFT_ASSERT(!armed_, "WaitBounds destroyed while armed"); }
 
   // Attaches to the signals and arms the deadline timer (unless `defer_timer`: the caller then
-  // arms timer() itself, e.g. in park_unlocking's commit). Returns false, with nothing armed, if a
-  // bound has already fired.
+  // arms timer() itself, e.g. in park_unlocking's commit). Returns false if a bound has already
+  // fired (fired() says which): the caller must not park, and disarms once its lock is released.
   bool arm(bool defer_timer = false) noexcept;
   // Detaches and disarms; waits for a withdraw that is running. Idempotent.
   void disarm() noexcept;
@@ -59,6 +64,7 @@ class WaitBounds {
   static void on_stop_signal(CancelCallback* cb) noexcept;
   static void on_timer(TimerEntry* t);
   void fire(int why) noexcept;
+  void mark(int why) noexcept;  // records `why` if nothing fired yet, without a withdraw
 
   TimerEntry timer_;  // first member: on_timer recovers `this` from it
   CancelCallback on_token_;
@@ -70,7 +76,32 @@ class WaitBounds {
   void* arg_;
   std::atomic<int> why_{0};
   bool armed_ = false;
-  bool timer_armed_ = false;
+};
+
+// For a wait whose withdraw can only wake the waiter (sleep, a bounded blocking()): the waiter
+// arms its bounds, then parks with a commit that calls parked(); the withdraw calls fire_wakes().
+// A source that fires before the commit flips the gate instead of waking a fiber that is not
+// parked, and the commit then calls the park off.
+class ParkGate {
+ public:
+  // The park's commit: true to park; false if a bound fired first.
+  bool parked() noexcept {
+    int expected = kOpen;
+    return state_.compare_exchange_strong(expected, kParked, std::memory_order_acq_rel);
+  }
+  // The withdraw: true if the waiter is parked and must be woken; false if it was not parked yet
+  // (it will not park).
+  bool fire_wakes() noexcept {
+    int expected = kOpen;
+    return !state_.compare_exchange_strong(expected, kFired, std::memory_order_acq_rel);
+  }
+  bool fired_before_park() const noexcept {
+    return state_.load(std::memory_order_acquire) == kFired;
+  }
+
+ private:
+  static constexpr int kOpen = 0, kParked = 1, kFired = 2;
+  std::atomic<int> state_{kOpen};
 };
 
 }  // namespace weft::detail
