@@ -353,7 +353,7 @@ TEST_P(CancelTest, CancelRacingReleaseLosesAndDuplicatesNoPermit) {
   weft::run(
       [&] {
         constexpr int kFibers = 32;
-        constexpr int kRounds = 200;
+        constexpr int kRounds = kSanitized ? 30 : 200;  // the sanitizers run ~10x slower
         constexpr int kPermits = 4;
         weft::Semaphore sem(kPermits);
         std::atomic<int> held{0};
@@ -397,7 +397,7 @@ TEST_P(CancelTest, CancelRacingUnlockAndFinishLeavesEverythingConsistent) {
   weft::run(
       [&] {
         constexpr int kFibers = 16;
-        constexpr int kRounds = 200;
+        constexpr int kRounds = kSanitized ? 30 : 200;
         weft::Mutex mu;
         long counter = 0;
         std::atomic<long> locked{0};

@@ -14,10 +14,22 @@
 //     also what keeps this frame alive for the commit: a waker may resume us while the commit is
 //     still releasing later locks (reading them from this frame); we cannot get past the re-lock
 //     until the commit released the last one, after which it touches nothing of ours.
+//
+// Source cases (kSource: a socket's readiness, netpoll's case_readable / case_writable) are not
+// channels and take no lock. They are checked with ready_now() after the channels' fast pass.
+// To wait, the commit arms each source with a SelectHook from this frame (a source already ready
+// fires its hook at once); a source that becomes ready calls select_hook_fire, which claims
+// `fired` by the same CAS as a channel peer. The commit's arming reads this frame after a hook
+// may have woken us, so with sources the caller waits until the commit marked itself done; then
+// it disarms every armed source (which waits for a fire in progress) before it leaves.
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "chan_core.hpp"
@@ -57,20 +69,68 @@ struct Locks {
   }
 };
 
+}  // namespace
+
+struct SelectHook {
+  SelectWait* sel = nullptr;
+  Waker waker;
+  std::int32_t index = -1;
+  bool armed = false;             // the commit armed its source (read after commit_state == 2)
+  std::atomic<bool> done{false};  // select_hook_fire has returned
+};
+
+void select_hook_fire(SelectHook* hook) noexcept {
+  std::int32_t expected = -1;
+  if (hook->sel->fired.compare_exchange_strong(expected, hook->index, std::memory_order_acq_rel)) {
+    hook->waker.wake();
+  }
+  hook->done.store(true, std::memory_order_release);  // the last touch of the hook
+}
+
+void select_hook_wait(const SelectHook* hook) noexcept {
+  for (int spins = 0; !hook->done.load(std::memory_order_acquire); ++spins) {
+    if (spins < 64) {
+      __builtin_ia32_pause();
+    } else {
+      sched_yield();  // the firing thread was preempted between taking the hook and firing it
+    }
+  }
+}
+
+namespace {
+
 struct SelectCommit {
   Locks locks;
   TimerEntry* timer;  // null: no timeout, or a plain thread (it times out by itself)
   bool committed = false;
+  // Source cases (null/0 without): armed here, after the timer, before the unlocks.
+  SelectCase* cases = nullptr;
+  SelectHook* hooks = nullptr;
+  std::size_t n = 0;
+  std::atomic<int>* state = nullptr;  // 1 while this runs, 2 once done (with sources only)
   static bool run(void* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     auto* c = static_cast<SelectCommit*>(a);
     // Copied first: with no channel to hold (every case nil, or only a timeout) nothing keeps
     // the selector parked once the timer is armed; it may fire, and the select return and its
     // frame be reused, before timer_add() returns. With channels, `locks.chans` (in that frame)
-    // stays valid until the last unlock, which the woken selector's re-lock waits for.
+    // stays valid until the last unlock, which the woken selector's re-lock waits for. With
+    // sources the selector waits for `state` instead, so the frame stays valid to the end.
     const Locks locks = c->locks;
+    std::atomic<int>* const state = c->state;
+    if (state) state->store(1, std::memory_order_relaxed);
     c->committed = true;
     if (c->timer) timer_add(c->timer);  // before the unlocks: see step 4 above
+    if (state) {
+      for (std::size_t i = 0; i < c->n; ++i) {
+        SelectCase& sc = c->cases[i];
+        if (sc.kind != SelectCase::kSource) continue;
+        SelectHook* h = &c->hooks[i];
+        h->armed = sc.source->arm(sc.source_obj, h);
+        if (!h->armed) select_hook_fire(h);  // ready (or failed) already
+      }
+    }
     for (std::size_t i = 0; i < locks.n; ++i) locks.chans[i]->lock.unlock();
+    if (state) state->store(2, std::memory_order_release);  // the last touch of the frame
     return true;
   }
 };
@@ -108,11 +168,15 @@ std::size_t select_run(SelectCase* cases, std::size_t n) ABSL_NO_THREAD_SAFETY_A
   std::size_t timeout_index = n;
   std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
   std::size_t nactive = 0;
+  std::size_t nsources = 0;
   for (std::size_t i = 0; i < n; ++i) {
     switch (cases[i].kind) {
       case SelectCase::kRecv:
       case SelectCase::kSend:
         if (cases[i].chan) ++nactive;
+        break;
+      case SelectCase::kSource:
+        ++nsources;
         break;
       case SelectCase::kTimeout:
         if (timeout_index == n || cases[i].deadline_ns < deadline) {
@@ -128,7 +192,12 @@ std::size_t select_run(SelectCase* cases, std::size_t n) ABSL_NO_THREAD_SAFETY_A
         break;
     }
   }
-  if (nactive == 0) {
+  if (nsources > 0 && !in_fiber()) {
+    throw std::logic_error(
+        "weft::select: socket cases (case_readable / case_writable) need a fiber, but select was "
+        "called from a plain thread");
+  }
+  if (nactive == 0 && nsources == 0) {
     if (default_index != n) return default_index;
     if (timeout_index == n) park_forever(n == 0 ? WaitReason::kForever : WaitReason::kSelect);
   }
@@ -172,6 +241,17 @@ std::size_t select_run(SelectCase* cases, std::size_t n) ABSL_NO_THREAD_SAFETY_A
       sc.received = r == TryResult::kDone;
     }
     return poll[p];
+  }
+  // Sources, from a random start (a socket readiness check is a syscall: only when no channel
+  // case is ready).
+  if (nsources > 0) {
+    const std::size_t start = fast_rand(static_cast<std::uint32_t>(n));
+    for (std::size_t k2 = 0; k2 < n; ++k2) {
+      const std::size_t i = (start + k2) % n;
+      if (cases[i].kind == SelectCase::kSource && cases[i].source->ready_now(cases[i].source_obj)) {
+        return i;
+      }
+    }
   }
 
   if (nactive <= 8) {
@@ -238,6 +318,30 @@ std::size_t select_run(SelectCase* cases, std::size_t n) ABSL_NO_THREAD_SAFETY_A
   timeout.timer.fire = &SelectTimeout::fire;
   const bool has_timeout = timeout_index != n;
   SelectCommit commit{locks, fiber && has_timeout ? &timeout.timer : nullptr};
+  Scratch<SelectHook> hooks(nsources > 0 ? n : 0);
+  std::atomic<int> commit_state{0};
+  if (nsources > 0) {
+    for (std::size_t i = 0; i < n; ++i) {
+      hooks[i].sel = &sel;
+      hooks[i].waker = me;
+      hooks[i].index = static_cast<std::int32_t>(i);
+    }
+    commit.cases = cases;
+    commit.hooks = hooks.data();
+    commit.n = n;
+    commit.state = &commit_state;
+  }
+  // With sources: wait until the commit is done with this frame, then take every armed source's
+  // hook back (waiting for a fire in progress).
+  auto disarm_sources = [&] {
+    if (nsources == 0) return;
+    while (commit_state.load(std::memory_order_acquire) == 1) __builtin_ia32_pause();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (cases[i].kind == SelectCase::kSource && hooks[i].armed) {
+        cases[i].source->disarm(cases[i].source_obj, &hooks[i]);
+      }
+    }
+  };
 
   auto unlink_losers = [&] {
     locks.lock();
@@ -275,6 +379,7 @@ std::size_t select_run(SelectCase* cases, std::size_t n) ABSL_NO_THREAD_SAFETY_A
     const bool abandoned = sel.fired.compare_exchange_strong(expected, SelectWait::kAbandoned,
                                                              std::memory_order_acq_rel);
     if (commit.timer) timer_cancel(commit.timer);
+    disarm_sources();
     unlink_losers();
     if (!abandoned && expected >= 0) {
       SelectCase& sc = cases[expected];
@@ -286,9 +391,11 @@ std::size_t select_run(SelectCase* cases, std::size_t n) ABSL_NO_THREAD_SAFETY_A
   const std::int32_t fired = sel.fired.load(std::memory_order_acquire);
   WEFT_ASSERT(fired >= 0 && static_cast<std::size_t>(fired) < n, "select woke without a winner");
   if (commit.timer) timer_cancel(commit.timer);
+  disarm_sources();
   unlink_losers();
   if (static_cast<std::size_t>(fired) == timeout_index) return timeout_index;
   SelectCase& sc = cases[fired];
+  if (sc.kind == SelectCase::kSource) return static_cast<std::size_t>(fired);
   if (sc.kind == SelectCase::kSend) {
     if (!waiters[fired].success) throw ChannelClosed("weft::select: send on a closed channel");
   } else {

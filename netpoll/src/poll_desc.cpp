@@ -64,14 +64,20 @@ void free_desc(PollDesc* pd) {
   g_free_tail = pd;
 }
 
-// A deadline or close: empty the slot, waking a parked waiter so that it re-checks.
+// A deadline or close: empty the slot, waking a parked waiter so that it re-checks (a select
+// waiting on the side fires its case: the caller's next call reports the error).
 void unblock(PollDesc::Side& s) noexcept {
   std::uintptr_t old = s.slot.load(std::memory_order_acquire);
   for (;;) {
     if (old == PollDesc::kReady || old == PollDesc::kEmpty) return;
     if (s.slot.compare_exchange_weak(old, PollDesc::kEmpty, std::memory_order_acq_rel)) break;
   }
-  if (old != PollDesc::kWait) Waker::from_bits(old).wake();
+  if (old == PollDesc::kWait) return;
+  if (PollDesc::is_hook(old)) {
+    weft::detail::select_hook_fire(PollDesc::hook_of(old));
+    return;
+  }
+  Waker::from_bits(old).wake();
 }
 
 void fire_deadline(TimerEntry* t) {
@@ -268,6 +274,10 @@ void poll_ready(PollDesc* pd, Mode mode, weft::detail::FiberList& ready) noexcep
     if (s.slot.compare_exchange_weak(old, PollDesc::kReady, std::memory_order_acq_rel)) break;
   }
   if (old == PollDesc::kEmpty || old == PollDesc::kWait) return;
+  if (PollDesc::is_hook(old)) {  // a select waits: the edge stays recorded for its read
+    weft::detail::select_hook_fire(PollDesc::hook_of(old));
+    return;
+  }
   weft::detail::Fiber* f = Waker::from_bits(old).fiber();
   WEFT_ASSERT(f != nullptr, "a plain thread parked on the netpoller");
   ready.push(f);

@@ -5,6 +5,8 @@
 //   kEmpty   nothing known;
 //   kReady   an edge arrived and nobody consumed it yet;
 //   kWait    a fiber is between "the syscall said EAGAIN" and "parked" (it re-checks errors);
+//   hook     a parked select's SelectHook for this side (case_readable / case_writable), tagged
+//            with kHookTag in its low bits;
 //   other    the parked fiber's Waker bits.
 // The waiter goes kEmpty -> kWait, re-checks close/deadline, then parks; its commit CASes
 // kWait -> Waker. An edge (ready()) sets kReady whatever the slot holds, waking a parked waiter;
@@ -49,6 +51,7 @@
 #include <mutex>
 
 #include "weft/cancel.hpp"
+#include "weft/detail/chan_core.hpp"
 #include "weft/detail/park.hpp"
 #include "weft/detail/poller.hpp"
 
@@ -73,6 +76,16 @@ struct PollDesc {
   static constexpr std::uintptr_t kReady = 1;
   static constexpr std::uintptr_t kWait = 2;
   static constexpr std::int64_t kExpired = -1;
+  // A SelectHook's address | kHookTag. Waker bits end in 0 (a fiber) or 1 (a plain thread) in
+  // bit 0 with bit 1 clear, and objects are 8-aligned, so the tag is unambiguous.
+  static constexpr std::uintptr_t kHookTag = 2;
+  static bool is_hook(std::uintptr_t v) noexcept { return v > kWait && (v & 3) == kHookTag; }
+  static weft::detail::SelectHook* hook_of(std::uintptr_t v) noexcept {
+    return reinterpret_cast<weft::detail::SelectHook*>(v & ~std::uintptr_t{3});
+  }
+  static std::uintptr_t hook_bits(weft::detail::SelectHook* h) noexcept {
+    return reinterpret_cast<std::uintptr_t>(h) | kHookTag;
+  }
 
   struct Side {
     std::atomic<std::uintptr_t> slot{kEmpty};

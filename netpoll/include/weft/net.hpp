@@ -37,13 +37,24 @@
 #include "weft/cancel.hpp"
 #include "weft/context.hpp"
 #include "weft/detail/spin_lock.hpp"
+#include "weft/select.hpp"
 
 namespace weft::net {
 
 using TimePoint = std::chrono::steady_clock::time_point;
 
+class Socket;
 namespace detail {
 struct PollDesc;  // the netpoller's per-fd record (netpoll/src/poll_desc.hpp)
+// case_readable / case_writable's select source: one direction of a socket's descriptor.
+struct ReadySource {
+  PollDesc* pd = nullptr;
+  int fd = -1;
+  std::uint32_t seq = 0;  // the descriptor's generation when the case was made
+  bool write = false;
+};
+ReadySource ready_source(const Socket& s, bool write) noexcept;
+const weft::detail::SelectSource* ready_source_ops() noexcept;
 }  // namespace detail
 
 // What every socket type below has: an open non-blocking fd registered with the netpoller.
@@ -82,6 +93,7 @@ class Socket {
   Context context() const;
 
  protected:
+  friend detail::ReadySource detail::ready_source(const Socket& s, bool write) noexcept;
   detail::PollDesc* pd() const noexcept { return pd_.load(std::memory_order_acquire); }
 
  private:
@@ -206,5 +218,43 @@ absl::Status wait_writable(int fd, TimePoint deadline = TimePoint::max());
 // The same, bounded by a CancelToken (a Context converts): kCancelled / kDeadlineExceeded.
 absl::Status wait_readable(int fd, const CancelToken& bound);
 absl::Status wait_writable(int fd, const CancelToken& bound);
+
+// ---- select over sockets ----------------------------------------------------------------------
+//
+//   weft::select(weft::net::case_readable(conn, [&] { ... conn.read(...) ... }),
+//                weft::case_recv(outbound, [&](std::optional<Msg> m) { ... conn.write_all(...) }),
+//                weft::case_recv(ctx.done()));
+//
+// case_readable(s) fires when a read (or accept, recv_from) on `s` would not park: data, end of
+// stream, an error, or a connection to accept; case_writable(s) when a write would not park. A
+// socket that is closed (also while the select waits), past its deadline, or bound to a done
+// context fires too: the call that follows reports why. The case only reports readiness; the
+// handler makes the call. Go cannot do this (golang/go#15735). Needs a fiber. While a select
+// waits on a direction of a socket, another fiber's call in that direction fails with
+// kFailedPrecondition, as two concurrent readers do.
+namespace detail {
+template <class F>
+struct ReadyCase {
+  ReadySource src;
+  F handler;
+  weft::detail::SelectCase describe() noexcept {
+    weft::detail::SelectCase c{weft::detail::SelectCase::kSource};
+    c.source = ready_source_ops();
+    c.source_obj = &src;
+    return c;
+  }
+  void fire(const weft::detail::SelectCase&) { weft::detail::invoke_handler(handler); }
+};
+}  // namespace detail
+
+template <class F = weft::detail::NoHandler>
+detail::ReadyCase<std::decay_t<F>> case_readable(const Socket& s, F&& handler = {}) {
+  return {detail::ready_source(s, false), std::forward<F>(handler)};
+}
+
+template <class F = weft::detail::NoHandler>
+detail::ReadyCase<std::decay_t<F>> case_writable(const Socket& s, F&& handler = {}) {
+  return {detail::ready_source(s, true), std::forward<F>(handler)};
+}
 
 }  // namespace weft::net

@@ -65,13 +65,37 @@ std::size_t chan_size(const ChanCore* c) noexcept;
 std::size_t chan_capacity(const ChanCore* c) noexcept;
 
 // ---- select
+// An event source other than a channel that select can wait on (netpoll's case_readable /
+// case_writable). While a select is parked, an armed source holds a SelectHook and calls
+// select_hook_fire(hook) exactly once when it becomes ready -- or fails: the case then fires and
+// the caller's next operation reports the error. A source registers at most one hook at a time.
+struct SelectHook;
+struct SelectSource {
+  // Non-blocking: would the case proceed now?
+  bool (*ready_now)(void* obj);
+  // Registers `hook`; false if the source is ready (or failed) already, with nothing registered.
+  // Called from the select's park commit: it must not block or park.
+  bool (*arm)(void* obj, SelectHook* hook);
+  // Unregisters `hook` after an arm() that returned true. If the source has already taken the
+  // hook to fire it, waits (select_hook_wait) until that select_hook_fire() returned: afterwards
+  // the source never touches `hook` again.
+  void (*disarm)(void* obj, SelectHook* hook);
+};
+// Claims the select for the hook's case (if no other case won first) and wakes it.
+void select_hook_fire(SelectHook* hook) noexcept;
+// Waits until select_hook_fire(hook), called (or about to be called) by whoever took the hook
+// from the source, has returned.
+void select_hook_wait(const SelectHook* hook) noexcept;
+
 struct SelectCase {
-  enum Kind : std::uint8_t { kRecv, kSend, kTimeout, kDefault };
+  enum Kind : std::uint8_t { kRecv, kSend, kTimeout, kDefault, kSource };
   Kind kind;
-  bool received = false;         // out, kRecv: a value was constructed in `slot`
-  ChanCore* chan = nullptr;      // kRecv/kSend; nullptr (nil) never fires
-  void* slot = nullptr;          // kRecv: raw storage; kSend: the value to move from
-  std::int64_t deadline_ns = 0;  // kTimeout: absolute steady_clock time
+  bool received = false;                 // out, kRecv: a value was constructed in `slot`
+  ChanCore* chan = nullptr;              // kRecv/kSend; nullptr (nil) never fires
+  void* slot = nullptr;                  // kRecv: raw storage; kSend: the value to move from
+  std::int64_t deadline_ns = 0;          // kTimeout: absolute steady_clock time
+  const SelectSource* source = nullptr;  // kSource, with its object
+  void* source_obj = nullptr;
 };
 // Runs Go's selectgo over `cases` and returns the index of the case that fired. A send case on a
 // closed channel throws ChannelClosed (if it is the one chosen). n == 0 blocks forever.

@@ -1,0 +1,79 @@
+// case_readable / case_writable (weft/net.hpp): a socket direction as a select source
+// (weft/detail/chan_core.hpp's SelectSource).
+//
+// ready_now: the side's slot holds an edge nobody consumed, the descriptor is closing, or poll(2)
+// with a zero timeout says so (data that an earlier read left behind has no new edge).
+// arm: takes a descriptor reference (so a close cannot recycle it while the hook is there) and
+// publishes the hook in the side's slot by CAS kEmpty -> hook. An edge recorded before that
+// (kReady) or another waiter (busy) makes it report "ready" instead: the caller's call then
+// consumes the edge or reports the conflict. An edge or an unblock (close, deadline, a bound)
+// that finds the hook takes it and fires it (poll_desc.cpp). disarm: CAS hook -> kEmpty; when
+// that fails the hook was taken, and we wait until its fire returned. The edge that fired a
+// losing case stays recorded as kReady, so no readiness is lost when another case won.
+#include <poll.h>
+
+#include "poll_desc.hpp"
+#include "weft/net.hpp"
+
+namespace weft::net::detail {
+namespace {
+
+using weft::detail::SelectHook;
+
+PollDesc::Side& side_of(const ReadySource* s) noexcept {
+  return s->pd->side(s->write ? Mode::kWrite : Mode::kRead);
+}
+
+bool current(const ReadySource* s) noexcept {
+  return s->pd && s->fd >= 0 && s->pd->seq.load(std::memory_order_acquire) == s->seq;
+}
+
+bool ready_now(void* obj) {
+  auto* s = static_cast<ReadySource*>(obj);
+  if (!current(s) || s->pd->closing.load(std::memory_order_acquire)) return true;
+  if (side_of(s).slot.load(std::memory_order_acquire) == PollDesc::kReady) return true;
+  pollfd p{s->fd, static_cast<short>(s->write ? POLLOUT : POLLIN), 0};
+  return ::poll(&p, 1, 0) != 0;  // ready, hung up, in error -- or poll failed: let the call say
+}
+
+bool arm(void* obj, SelectHook* hook) {
+  auto* s = static_cast<ReadySource*>(obj);
+  if (!s->pd || !poll_io_begin(s->pd)) return false;  // closing: the call will say so
+  if (!current(s)) {
+    poll_io_end(s->pd);
+    return false;
+  }
+  std::uintptr_t expected = PollDesc::kEmpty;
+  if (side_of(s).slot.compare_exchange_strong(expected, PollDesc::hook_bits(hook),
+                                              std::memory_order_acq_rel)) {
+    return true;  // the reference is held until disarm
+  }
+  poll_io_end(s->pd);  // kReady: ready; anything else: busy (the call reports it)
+  return false;
+}
+
+void disarm(void* obj, SelectHook* hook) {
+  auto* s = static_cast<ReadySource*>(obj);
+  std::uintptr_t mine = PollDesc::hook_bits(hook);
+  if (!side_of(s).slot.compare_exchange_strong(mine, PollDesc::kEmpty, std::memory_order_acq_rel)) {
+    weft::detail::select_hook_wait(hook);  // an edge or an unblock took it: let its fire finish
+  }
+  poll_io_end(s->pd);
+}
+
+constexpr weft::detail::SelectSource kOps{&ready_now, &arm, &disarm};
+
+}  // namespace
+
+const weft::detail::SelectSource* ready_source_ops() noexcept { return &kOps; }
+
+ReadySource ready_source(const Socket& sock, bool write) noexcept {
+  ReadySource s;
+  s.pd = sock.pd();
+  s.fd = sock.fd();
+  s.seq = s.pd ? s.pd->seq.load(std::memory_order_acquire) : 0;
+  s.write = write;
+  return s;
+}
+
+}  // namespace weft::net::detail
