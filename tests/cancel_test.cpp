@@ -7,6 +7,7 @@
 // Waiters are cancelled only once they are seen parked (parked_on), so each test exercises the
 // withdrawal of a parked waiter; the race tests assert conservation, never an order.
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -426,6 +427,29 @@ TEST_P(CancelTest, CancelRacingUnlockAndFinishLeavesEverythingConsistent) {
         EXPECT_EQ(counter, locked.load());
       },
       opts());
+}
+
+// Issue figure: cancelling a parent with 100,000 live children reaches every one (the time is
+// printed for the record, not asserted).
+TEST(ContextScale, CancellingAParentWithAHundredThousandChildrenReachesEveryOne) {
+  constexpr int kChildren = 100000;
+  auto [parent, cancel] = weft::with_cancel(weft::background());
+  std::vector<weft::Context> children;
+  std::vector<weft::CancelFunc> cancels;
+  children.reserve(kChildren);
+  cancels.reserve(kChildren);
+  for (int i = 0; i < kChildren; ++i) {
+    auto [c, f] = weft::with_cancel(parent);
+    children.push_back(std::move(c));
+    cancels.push_back(std::move(f));
+  }
+  const auto t0 = Clock::now();
+  cancel();
+  const double ms = ms_since(t0);
+  int cancelled = 0;
+  for (const auto& c : children) cancelled += c.err().code() == absl::StatusCode::kCancelled;
+  EXPECT_EQ(cancelled, kChildren);
+  std::printf("cancelling a parent with %d children took %.1f ms\n", kChildren, ms);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Context (weft/context.hpp): a tree of nodes, parents owned by children.
 //
-// Node kinds. A cancel node (with_cancel / with_deadline) owns a done channel, an error state and
+// Node kinds. A cancel node (with_cancel / with_deadline) owns a done channel (made by the first
+// done()), an error state and
 // its live children; a value node (with_value) only adds a key and a value and delegates
 // done/err/deadline to its nearest cancel ancestor (`owner`, null when only background is above).
 //
@@ -55,7 +56,12 @@ struct ContextNode {
   bool cancellable = false;
   std::int64_t deadline_ns = 0;  // effective (min with the owner's); 0: none
   CancelSignal signal;  // cancel nodes: the state (live, cancelled, deadline) and its waiters
-  Chan<std::monostate> done{nullptr};  // cancel nodes: closed on cancellation, never sent on
+  // Cancel nodes: made by the first done() (Go makes its done channel lazily too: a context whose
+  // done() nobody asks for costs no channel), closed on cancellation, never sent on. Written
+  // under `mu` once; `has_done` publishes it to done()'s lock-free fast path.
+  Chan<std::monostate> done ABSL_GUARDED_BY(mu){nullptr};
+  std::atomic<bool> has_done{false};
+  bool done_closed ABSL_GUARDED_BY(mu) = false;  // whoever closes it (cancel or done()) sets it
   SpinLock mu;
   std::unordered_map<ContextNode*, std::weak_ptr<ContextNode>> children ABSL_GUARDED_BY(mu);
   TimerEntry timer;
@@ -79,13 +85,34 @@ struct ContextNode {
 
   int state() const noexcept { return signal.why(); }
 
+  // The done channel, made on first use (closed at once if the node is cancelled already).
+  RecvChan<std::monostate> done_chan() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (has_done.load(std::memory_order_acquire)) return done;  // never written again
+    mu.lock();
+    if (!has_done.load(std::memory_order_relaxed)) {
+      done = Chan<std::monostate>();
+      if (state() != kLive) {  // cancel() found no channel to close: close it here
+        done.close();
+        done_closed = true;
+      }
+      has_done.store(true, std::memory_order_release);
+    }
+    mu.unlock();
+    return done;
+  }
+
   void cancel(State why) noexcept {
     if (!signal.fire(why)) return;
-    done.close();
     mu.lock();
     std::unordered_map<ContextNode*, std::weak_ptr<ContextNode>> kids;
     kids.swap(children);
+    Chan<std::monostate> to_close(nullptr);
+    if (has_done.load(std::memory_order_relaxed) && !done_closed) {
+      done_closed = true;
+      to_close = done;
+    }
     mu.unlock();
+    if (to_close) to_close.close();
     for (auto& [raw, weak] : kids) {
       if (std::shared_ptr<ContextNode> child = weak.lock()) child->cancel(why);
     }
@@ -131,7 +158,6 @@ struct ContextAccess {
     auto n = std::make_shared<ContextNode>();
     n->parent = node(parent);
     n->cancellable = true;
-    n->done = Chan<std::monostate>();
     n->owner = n.get();
     ContextNode* up = n->owner_above();
     const std::int64_t inherited = up ? up->deadline_ns : 0;
@@ -175,7 +201,8 @@ const ContextNode* owner_of(const Context& c) {
 }  // namespace
 
 RecvChan<std::monostate> Context::done() const {
-  if (const ContextNode* o = owner_of(*this)) return o->done;
+  const auto& n = ContextAccess::node(*this);
+  if (n && n->owner) return n->owner->done_chan();
   return nullptr;  // the nil channel: a select case on it never fires, as Go's Background
 }
 

@@ -353,7 +353,8 @@ int bench_ctx(const bench::Args& a) {
         cancel_parent();
         return t;
       },
-      weft::Options{.workers = bench::resolve_workers(a)});
+      weft::Options{.workers = bench::resolve_workers(a),
+                    .watchdog_threshold = std::chrono::milliseconds(0)});
   bench::result("ctx", bench::variant_of(a), "ns_per_create_cancel", ns / static_cast<double>(n),
                 "ns");
   return 0;
@@ -419,7 +420,8 @@ int bench_fiber_local(const bench::Args& a) {
         for (std::int64_t i = 0; i < n; ++i) sum += local.get();
         return Out{sum, bench::ns_since(t0)};
       },
-      weft::Options{.workers = bench::resolve_workers(a)});
+      weft::Options{.workers = bench::resolve_workers(a),
+                    .watchdog_threshold = std::chrono::milliseconds(0)});
   if (int rc = bench::verify("fiber_local", out.sum, n)) return rc;
   bench::result("fiber_local", bench::variant_of(a), "ns_per_get", out.ns / static_cast<double>(n),
                 "ns");
