@@ -1,12 +1,15 @@
 // case_readable / case_writable (weft/net.hpp): a socket direction as a select source
 // (weft/detail/chan_core.hpp's SelectSource).
 //
-// ready_now: the side's slot holds an edge nobody consumed, the descriptor is closing, or poll(2)
-// with a zero timeout says so (data that an earlier read left behind has no new edge).
+// ready_now: the descriptor is closing, or poll(2) with a zero timeout says so. Not a recorded
+// edge: one may be stale (a dialled socket is registered before connect() and reports a hang-up
+// edge on both sides), and data an earlier read left behind has no new edge anyway.
 // arm: takes a descriptor reference (so a close cannot recycle it while the hook is there) and
-// publishes the hook in the side's slot by CAS kEmpty -> hook. An edge recorded before that
-// (kReady) or another waiter (busy) makes it report "ready" instead: the caller's call then
-// consumes the edge or reports the conflict. An edge or an unblock (close, deadline, a bound)
+// publishes the hook in the side's slot by CAS from kEmpty -- or from kReady, after which it asks
+// poll(2): really ready puts the edge back and reports "ready" (unless an edge or an unblock took
+// the hook meanwhile, which fires it); not ready means the edge was stale, and the hook waits for
+// the next one. Another waiter in the slot (busy) makes it report "ready": the call then reports
+// the conflict. An edge or an unblock (close, deadline, a bound)
 // that finds the hook takes it and fires it (poll_desc.cpp). disarm: CAS hook -> kEmpty; when
 // that fails the hook was taken, and we wait until its fire returned. The edge that fired a
 // losing case stays recorded as kReady, so no readiness is lost when another case won.
@@ -28,12 +31,15 @@ bool current(const ReadySource* s) noexcept {
   return s->pd && s->fd >= 0 && s->pd->seq.load(std::memory_order_acquire) == s->seq;
 }
 
+bool fd_ready(const ReadySource* s) noexcept {
+  pollfd p{s->fd, static_cast<short>(s->write ? POLLOUT : POLLIN), 0};
+  return ::poll(&p, 1, 0) != 0;  // ready, hung up, in error -- or poll failed: let the call say
+}
+
 bool ready_now(void* obj) {
   auto* s = static_cast<ReadySource*>(obj);
   if (!current(s) || s->pd->closing.load(std::memory_order_acquire)) return true;
-  if (side_of(s).slot.load(std::memory_order_acquire) == PollDesc::kReady) return true;
-  pollfd p{s->fd, static_cast<short>(s->write ? POLLOUT : POLLIN), 0};
-  return ::poll(&p, 1, 0) != 0;  // ready, hung up, in error -- or poll failed: let the call say
+  return fd_ready(s);
 }
 
 bool arm(void* obj, SelectHook* hook) {
@@ -43,13 +49,26 @@ bool arm(void* obj, SelectHook* hook) {
     poll_io_end(s->pd);
     return false;
   }
-  std::uintptr_t expected = PollDesc::kEmpty;
-  if (side_of(s).slot.compare_exchange_strong(expected, PollDesc::hook_bits(hook),
-                                              std::memory_order_acq_rel)) {
-    return true;  // the reference is held until disarm
+  std::atomic<std::uintptr_t>& slot = side_of(s).slot;
+  const std::uintptr_t mine = PollDesc::hook_bits(hook);
+  std::uintptr_t old = slot.load(std::memory_order_acquire);
+  for (;;) {
+    if (old != PollDesc::kEmpty && old != PollDesc::kReady) {
+      poll_io_end(s->pd);  // busy: another fiber waits in this direction; the call reports it
+      return false;
+    }
+    if (slot.compare_exchange_weak(old, mine, std::memory_order_acq_rel)) break;
   }
-  poll_io_end(s->pd);  // kReady: ready; anything else: busy (the call reports it)
-  return false;
+  if (old == PollDesc::kReady && fd_ready(s)) {
+    // A live edge: put it back for the call, and report ready.
+    std::uintptr_t expected = mine;
+    if (slot.compare_exchange_strong(expected, PollDesc::kReady, std::memory_order_acq_rel)) {
+      poll_io_end(s->pd);
+      return false;
+    }
+    // An edge or an unblock took the hook: it fires; we are armed.
+  }
+  return true;  // the reference is held until disarm
 }
 
 void disarm(void* obj, SelectHook* hook) {

@@ -44,9 +44,12 @@ std::size_t fiber_local_new_index() noexcept {
 }
 
 void* fiber_local_get(std::size_t index) {
-  Fiber& f = fiber_or_throw();
-  if (!f.locals || index >= f.locals->slots.size()) return nullptr;
-  return f.locals->slots[index].value;
+  // The hot path: one current_fiber() (a TLS read), no other call.
+  Fiber* f = current_fiber();
+  if (!f) return fiber_or_throw().locals;  // throws: not in a fiber
+  const FiberLocals* l = f->locals;
+  if (!l || index >= l->slots.size()) return nullptr;
+  return l->slots[index].value;
 }
 
 void fiber_local_set(std::size_t index, void* value, void (*destroy)(void*)) {
