@@ -125,6 +125,8 @@ class WaitGroup {
   absl::Status wait(const CancelToken& bound);
 
  private:
+  // Counts the caller as a waiter unless the counter is zero (false: do not wait).
+  bool count_waiter_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_);
   // high 32 bits: counter; low 32 bits: number of waiters (as in Go)
   std::atomic<std::uint64_t> state_{0};
   detail::SpinLock guard_;

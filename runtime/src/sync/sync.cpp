@@ -272,15 +272,19 @@ void WaitGroup::wait() {
   if ((state_.load(std::memory_order_acquire) >> 32) == 0) return;
   WaitNode node;
   guard_.lock();
-  std::uint64_t s = state_.load(std::memory_order_acquire);
-  for (;;) {
-    if ((s >> 32) == 0) {
-      guard_.unlock();
-      return;
-    }
-    if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) break;
+  if (!count_waiter_locked()) {
+    guard_.unlock();
+    return;
   }
   queue_and_park(guard_, waiters_, node, WaitReason::kWaitGroup, [](std::uint32_t) {});
+}
+
+bool WaitGroup::count_waiter_locked() {
+  std::uint64_t s = state_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((s >> 32) == 0) return false;
+    if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) return true;
+  }
 }
 
 absl::Status WaitGroup::wait(const CancelToken& bound) {
@@ -288,13 +292,9 @@ absl::Status WaitGroup::wait(const CancelToken& bound) {
   if ((state_.load(std::memory_order_acquire) >> 32) == 0) return absl::OkStatus();
   WaitNode node;
   guard_.lock();
-  std::uint64_t s = state_.load(std::memory_order_acquire);
-  for (;;) {
-    if ((s >> 32) == 0) {
-      guard_.unlock();
-      return absl::OkStatus();
-    }
-    if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) break;
+  if (!count_waiter_locked()) {
+    guard_.unlock();
+    return absl::OkStatus();
   }
   // A withdrawn waiter uncounts itself (under guard_, which add() takes before it wakes anyone).
   return detail::queue_and_park_bounded(

@@ -15,13 +15,8 @@
 
 namespace weft::detail {
 
-// Queues `node` on `list` (guard held on entry) and parks until a waker grants it something
-// (park_unlocking releases the guard). On FiberUnwind, unlinks the node or, if a waker already
-// granted something, lets `give_back` return it once the guard is released. Guard not held on
-// return.
-template <class GiveBack>
-inline void queue_and_park(SpinLock& guard, WaitList& list, WaitNode& node, WaitReason reason,
-                           GiveBack give_back, bool front = false) ABSL_UNLOCK_FUNCTION(guard) {
+// Fills in the calling waiter and links `node` (the primitive's guard is held).
+inline void enqueue_waiter(WaitList& list, WaitNode& node, bool front) {
   node.waker = Waker::current();
   node.grant = 0;
   if (front) {
@@ -29,6 +24,16 @@ inline void queue_and_park(SpinLock& guard, WaitList& list, WaitNode& node, Wait
   } else {
     list.push_back(&node);
   }
+}
+
+// Queues `node` on `list` (guard held on entry) and parks until a waker grants it something
+// (park_unlocking releases the guard). On FiberUnwind, unlinks the node or, if a waker already
+// granted something, lets `give_back` return it once the guard is released. Guard not held on
+// return.
+template <class GiveBack>
+inline void queue_and_park(SpinLock& guard, WaitList& list, WaitNode& node, WaitReason reason,
+                           GiveBack give_back, bool front = false) ABSL_UNLOCK_FUNCTION(guard) {
+  enqueue_waiter(list, node, front);
   std::uint32_t granted = 0;
   try {
     park_unlocking(guard, reason, [&](bool) ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard) {
@@ -95,13 +100,7 @@ inline absl::Status queue_and_park_bounded(SpinLock& guard, WaitList& list, Wait
     guard.unlock();
     return bounds.status(what);  // (the status reads why_, which a later firing cannot change)
   }
-  node.waker = Waker::current();
-  node.grant = 0;
-  if (front) {
-    list.push_front(&node);
-  } else {
-    list.push_back(&node);
-  }
+  enqueue_waiter(list, node, front);
   std::uint32_t granted = 0;
   try {
     park_unlocking(
