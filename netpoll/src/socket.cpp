@@ -55,10 +55,9 @@ void Socket::set_context(Context ctx) {
 
 Context Socket::context() const {
   if (!has_ctx_.load(std::memory_order_acquire)) return Context();
-  auto& mu = const_cast<weft::detail::SpinLock&>(ctx_mu_);
-  mu.lock();
+  ctx_mu_.lock();
   Context c = ctx_;
-  mu.unlock();
+  ctx_mu_.unlock();
   return c;
 }
 

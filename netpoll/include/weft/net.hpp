@@ -97,7 +97,7 @@ class Socket {
   detail::PollDesc* pd() const noexcept { return pd_.load(std::memory_order_acquire); }
 
  private:
-  weft::detail::SpinLock ctx_mu_;         // guards ctx_
+  mutable weft::detail::SpinLock ctx_mu_;  // guards ctx_ (context() is const)
   Context ctx_ ABSL_GUARDED_BY(ctx_mu_);  // background unless set_context
   std::atomic<bool> has_ctx_{false};      // ctx_ can be cancelled: calls read it
 
