@@ -7,8 +7,8 @@
 // Waiters are cancelled only once they are seen parked (parked_on), so each test exercises the
 // withdrawal of a parked waiter; the race tests assert conservation, never an order.
 #include <atomic>
-#include <cstdio>
 #include <chrono>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 #include <vector>

@@ -48,8 +48,8 @@ inline constexpr std::uint64_t kCtxN = 1'000'000;           // contexts created 
 inline constexpr std::uint64_t kRwN = 8'000'000;            // read sections in total
 inline constexpr std::uint64_t kRwWriteEvery = 100;         // one write section per 100 reads
 inline constexpr unsigned kRwReaders = 8;
-inline constexpr std::uint64_t kLocalN = 10'000'000;        // fiber-local reads
-inline constexpr std::uint64_t kSelectCtxN = 2'000'000;     // selects
+inline constexpr std::uint64_t kLocalN = 10'000'000;     // fiber-local reads
+inline constexpr std::uint64_t kSelectCtxN = 2'000'000;  // selects
 // The channel benches' fixed shapes.
 inline constexpr unsigned kMpmcProducers = 4;
 inline constexpr unsigned kMpmcConsumers = 4;

@@ -98,8 +98,8 @@ class Socket {
 
  private:
   mutable weft::detail::SpinLock ctx_mu_;  // guards ctx_ (context() is const)
-  Context ctx_ ABSL_GUARDED_BY(ctx_mu_);  // background unless set_context
-  std::atomic<bool> has_ctx_{false};      // ctx_ can be cancelled: calls read it
+  Context ctx_ ABSL_GUARDED_BY(ctx_mu_);   // background unless set_context
+  std::atomic<bool> has_ctx_{false};       // ctx_ can be cancelled: calls read it
 
   // Atomic because close() may come from another fiber while a call is in progress; a call holds
   // a reference on the descriptor, so the fd stays valid until it leaves (poll_desc.hpp).
