@@ -72,24 +72,13 @@ absl::Status this_fiber::sleep_until(std::chrono::steady_clock::time_point t,
   const bool bound_first = bound_deadline != 0 && bound_deadline < wake;
   const CancelToken merged =
       CancelToken::from_signal(bound.signal(), bound_first ? bound_deadline : wake);
-  struct Probe {  // status text for the bound that fired
-    static absl::Status of(int why) {
-      switch (why) {
-        case detail::CancelSignal::kCancelled:
-          return absl::CancelledError("weft::this_fiber::sleep: context canceled");
-        case detail::CancelSignal::kStopped:
-          return absl::CancelledError(
-              "weft::this_fiber::sleep: the fiber was asked to stop (Task::request_stop)");
-        default:
-          return absl::DeadlineExceededError("weft::this_fiber::sleep: deadline exceeded");
-      }
-    }
-  };
+  constexpr const char* kWhat = "weft::this_fiber::sleep";
   if (wake <= detail::now_ns()) {
     // Nothing to sleep; a bound that has fired still says so.
-    if (bound.signal() && bound.signal()->fired()) return Probe::of(bound.signal()->why());
+    if (bound.signal() && bound.signal()->fired())
+      return detail::wait_bound_status(bound.signal()->why(), kWhat);
     if (detail::CancelSignal* stop = detail::current_stop_signal(); stop && stop->fired())
-      return Probe::of(detail::CancelSignal::kStopped);
+      return detail::wait_bound_status(detail::CancelSignal::kStopped, kWhat);
     return absl::OkStatus();
   }
   const int why = sleep_bounded(merged);
@@ -97,7 +86,7 @@ absl::Status this_fiber::sleep_until(std::chrono::steady_clock::time_point t,
   // fires its signal with kDeadline too, earlier).
   if (why == detail::CancelSignal::kDeadline && !bound_first && detail::now_ns() >= wake)
     return absl::OkStatus();
-  return Probe::of(why);
+  return detail::wait_bound_status(why, kWhat);
 }
 
 absl::Status this_fiber::sleep_for(std::chrono::nanoseconds d, const CancelToken& bound) {

@@ -85,8 +85,10 @@ void WaitBounds::on_timer(TimerEntry* t) {
   reinterpret_cast<WaitBounds*>(t)->fire(CancelSignal::kDeadline);
 }
 
-absl::Status WaitBounds::status(const char* what) const {
-  switch (fired()) {
+absl::Status WaitBounds::status(const char* what) const { return wait_bound_status(fired(), what); }
+
+absl::Status wait_bound_status(int why, const char* what) {
+  switch (why) {
     case CancelSignal::kCancelled:
       return absl::CancelledError(std::string(what) + ": context canceled");
     case CancelSignal::kDeadline:

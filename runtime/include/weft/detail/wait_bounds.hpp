@@ -34,6 +34,10 @@
 
 namespace weft::detail {
 
+// The Status for a wait that gave up because of `why` (a CancelSignal::Why; 0: OK):
+// "<what>: context canceled" and the like.
+absl::Status wait_bound_status(int why, const char* what);
+
 // The calling fiber's stop signal (Task::request_stop fires it); null outside a fiber.
 CancelSignal* current_stop_signal() noexcept;
 
