@@ -269,7 +269,8 @@ int main(int argc, char** argv) {
         const auto ramp_start = Clock::now();
         for (int i = 0; i < conns; ++i) {
           weft::go([&, i] {
-            weft::net::DialOptions opts{dial_timeout, {}};
+            weft::net::DialOptions opts;
+            opts.timeout = dial_timeout;
             if (!sh.sources.empty()) opts.local_addr = sh.sources[i % sh.sources.size()];
             dial_slots.acquire();
             absl::StatusOr<weft::net::TcpStream> s = weft::net::dial_tcp(sh.addr, opts);

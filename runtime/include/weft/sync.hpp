@@ -202,19 +202,44 @@ class RWMutex {
   void lock();
   bool try_lock() noexcept;
   void unlock();
-  void lock_shared();
+  // The read side's fast paths are inline (Go's RLock/RUnlock are too): one add each. Kept out of
+  // line, the call, the frame and the fiber check sat between a reader's two adds, and under
+  // read-mostly contention every cycle there is a chance for the other core to take the line.
+  void lock_shared() {
+    if (!detail::in_fiber()) [[unlikely]]
+      detail::require_fiber("weft::RWMutex::lock_shared()");
+    const std::uint64_t s = state_.fetch_add(kReader, std::memory_order_acquire);
+    if (s & (kWriter | kWriterWaiting)) [[unlikely]]
+      lock_shared_contended(s);
+  }
   bool try_lock_shared() noexcept;
-  void unlock_shared();
+  void unlock_shared() {
+    const std::uint64_t s = state_.fetch_sub(kReader, std::memory_order_release);
+    const std::uint64_t had = s >> kReaderShift;
+    // Not held (had == 0), or the last reader out while a writer waits: the slow path.
+    if (had == 0 || (had == 1 && (s & kWriterWaiting))) [[unlikely]]
+      unlock_shared_slow(s);
+  }
 
  private:
+  // High 32 bits: readers holding the lock, in units of kReader (above the flags, so that one
+  // fetch_sub cannot borrow from them even on misuse). Low bits, flags: kWriter (a writer holds
+  // it), kWriterWaiting (writers_ is non-empty: new readers must queue), kReadersWaiting
+  // (readers_ is non-empty: the writer's unlock must release them). The flags change only under
+  // guard_; the readers' fast paths add to the word, the writer's CAS it.
+  static constexpr std::uint64_t kWriter = 1;
+  static constexpr std::uint64_t kWriterWaiting = 2;
+  static constexpr std::uint64_t kReadersWaiting = 4;
+  static constexpr int kReaderShift = 32;
+  static constexpr std::uint64_t kReader = 1ull << kReaderShift;
+  static constexpr std::uint64_t kReaderMask = ~(kReader - 1);
+
   void lock_slow();
   void unlock_slow();
+  void lock_shared_contended(std::uint64_t seen);  // the add saw a writer: back out and queue
   void lock_shared_slow();
-  void unlock_shared_slow();
+  void unlock_shared_slow(std::uint64_t seen);  // seen: the word before this reader's sub
   void after_writer_withdrew();
-  // Low 32 bits: readers holding the lock. kWriter: a writer holds it. kWriterWaiting: writers_
-  // is non-empty (new readers must queue). kReadersWaiting: readers_ is non-empty (the writer's
-  // unlock must release them). The flags change only under guard_; the fast paths CAS the word.
   std::atomic<std::uint64_t> state_{0};
   detail::SpinLock guard_;
   detail::WaitList readers_ ABSL_GUARDED_BY(guard_);

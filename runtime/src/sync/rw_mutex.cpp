@@ -1,7 +1,9 @@
 // RWMutex (weft/sync.hpp): one state word for the fast paths, two WaitLists for the slow ones.
 //
-// state_: the number of readers holding the lock (low 32 bits) and three flags. kWriter: a
-// writer holds it. kWriterWaiting: writers_ is non-empty. kReadersWaiting: readers_ is non-empty.
+// state_: the number of readers holding the lock (high 32 bits, in units of kReader) and three
+// flags (low bits). kWriter: a writer holds it. kWriterWaiting: writers_ is non-empty.
+// kReadersWaiting: readers_ is non-empty. The count sits above the flags so that one fetch_sub
+// can never borrow from them, even when unlock_shared is misused.
 // Invariants: the flags change only under guard_ (so a waiter that queues and the flag that
 // announces it appear together for every guard_ holder); kWriter and a reader count > 0 hold at
 // once only transiently (below). Every change to the word is a CAS or an add, never a store, so
@@ -13,10 +15,11 @@
 // if that count was the last -- and queues. So a reader count may briefly include readers that
 // do not hold the lock; every decision that needs "no readers" (a writer taking the lock, a
 // hand-off) re-checks the word under guard_, and the reader that takes its count back makes the
-// hand-off a real last reader could not. lock takes a word that is exactly 0; unlock_shared
-// subtracts one (CAS, so that unlocking what is not held is caught before it corrupts the word)
-// and goes slow only when it was the last reader and a writer waits; unlock clears a word that is
-// exactly kWriter.
+// hand-off a real last reader could not. lock takes a word that is exactly 0; unlock_shared is
+// one fetch_sub (Go's RUnlock: under read-mostly contention a CAS loop fails and retries while
+// the line bounces between cores) and goes slow only when it was the last reader and a writer
+// waits; unlocking what is not held is seen from the old count (0), and the count is put back
+// before the throw, so the word ends as it was; unlock clears a word that is exactly kWriter.
 //
 // Shutdown: a waiter unwound (FiberUnwind) before its grant leaves its list; a writer that does
 // so also clears kWriterWaiting when it was the last one queued, and lets in the readers that
@@ -39,10 +42,6 @@ namespace {
 using detail::WaitNode;
 using detail::WaitReason;
 
-constexpr std::uint64_t kReaderMask = 0xffffffffull;
-constexpr std::uint64_t kWriter = 1ull << 32;
-constexpr std::uint64_t kWriterWaiting = 1ull << 33;
-constexpr std::uint64_t kReadersWaiting = 1ull << 34;
 constexpr std::uint32_t kGranted = 1;
 
 }  // namespace
@@ -108,7 +107,7 @@ void RWMutex::after_writer_withdrew() {
     }
     std::uint64_t next;
     do {
-      next = (s & ~kWriterWaiting) + n;
+      next = (s & ~kWriterWaiting) + n * kReader;
       if (readers_.empty()) next &= ~kReadersWaiting;
     } while (!state_.compare_exchange_weak(s, next, std::memory_order_release));
   }
@@ -142,7 +141,7 @@ void RWMutex::unlock_slow() {
       ++n;
     }
     do {
-      next = ((s & ~(kWriter | kReadersWaiting)) + n);
+      next = ((s & ~(kWriter | kReadersWaiting)) + n * kReader);
     } while (!state_.compare_exchange_weak(s, next, std::memory_order_release));
   } else if (WaitNode* w = writers_.pop_front()) {
     // Straight to the next writer: kWriter stays set.
@@ -165,26 +164,25 @@ bool RWMutex::try_lock_shared() noexcept {
   std::uint64_t s = state_.load(std::memory_order_relaxed);
   while (!(s & (kWriter | kWriterWaiting))) {
     WEFT_ASSERT((s & kReaderMask) != kReaderMask, "too many RWMutex readers");
-    if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire)) return true;
+    if (state_.compare_exchange_weak(s, s + kReader, std::memory_order_acquire)) return true;
   }
   return false;
 }
 
-void RWMutex::lock_shared() {
-  detail::require_fiber("weft::RWMutex::lock_shared()");
-  const std::uint64_t s = state_.fetch_add(1, std::memory_order_acquire);
-  WEFT_ASSERT((s & kReaderMask) != kReaderMask, "too many RWMutex readers");
-  if (!(s & (kWriter | kWriterWaiting))) return;
-  unlock_shared();  // a writer holds or waits: take the count back (handing over if it was last)
+void RWMutex::lock_shared_contended([[maybe_unused]] std::uint64_t seen) {
+  WEFT_ASSERT((seen & kReaderMask) != kReaderMask, "too many RWMutex readers");
+  // A writer holds or waits: take the count back (handing over if it was the last) and queue.
+  unlock_shared();
   lock_shared_slow();
 }
 
 void RWMutex::lock_shared_slow() {
+  detail::require_fiber("weft::RWMutex::lock_shared()");
   guard_.lock();
   std::uint64_t s = state_.load(std::memory_order_relaxed);
   for (;;) {
     if (!(s & (kWriter | kWriterWaiting))) {
-      if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire)) {
+      if (state_.compare_exchange_weak(s, s + kReader, std::memory_order_acquire)) {
         guard_.unlock();
         return;
       }
@@ -199,20 +197,15 @@ void RWMutex::lock_shared_slow() {
   WEFT_ASSERT(node.grant == kGranted, "an RWMutex reader woke without the lock");
 }
 
-void RWMutex::unlock_shared() {
-  std::uint64_t s = state_.load(std::memory_order_relaxed);
-  do {
-    if ((s & kReaderMask) == 0) {
-      throw std::logic_error(
-          "weft::RWMutex::unlock_shared: no reader holds the mutex (unlock() "
-          "releases a write lock)");
-    }
-  } while (!state_.compare_exchange_weak(s, s - 1, std::memory_order_release));
+void RWMutex::unlock_shared_slow(std::uint64_t seen) {
+  if ((seen >> kReaderShift) == 0) {
+    // Nothing to release: the count wrapped (the flags below it did not). Put it back.
+    state_.fetch_add(kReader, std::memory_order_relaxed);
+    throw std::logic_error(
+        "weft::RWMutex::unlock_shared: no reader holds the mutex (unlock() "
+        "releases a write lock)");
+  }
   // The last reader out, with a writer waiting: hand the lock over.
-  if ((s & kReaderMask) == 1 && (s & kWriterWaiting)) unlock_shared_slow();
-}
-
-void RWMutex::unlock_shared_slow() {
   guard_.lock();
   std::uint64_t s = state_.load(std::memory_order_acquire);
   WaitNode* w = nullptr;
