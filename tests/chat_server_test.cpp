@@ -409,19 +409,23 @@ TEST(ChatServer, ASlowClientIsDroppedAndDoesNotStallOthers) {
         wg.add(1);
         const std::string drop_notice = "* " + slow.nick() + " left (too slow: dropped)";
         const std::string mine = "<" + flooder.nick() + "> ";
+        weft::Chan<int> observed(4096);  // one per flooder line the observer has read
         weft::go([&] {
           for (;;) {
             std::optional<std::string> l = observer.line(30s);
             if (!l) break;
             if (*l == drop_notice) dropped.store(true);
             if (*l == mine + "done") break;
+            if (l->rfind(mine, 0) == 0) observed.try_send(1);
           }
+          observed.close();
           wg.done();
         });
-        // Paced: each line goes out once the flooder has its own copy back, so the flooder and
-        // the observer never have more than a line or two queued, while the slow client's
-        // queue (and socket buffers) only fill. A lambda, so a failed ASSERT still reaches the
-        // join below (the observer fiber uses this frame).
+        // Paced: each line goes out once the flooder has its own copy back and the observer has
+        // read it too, so neither ever has more than a line queued (however the fibers are
+        // scheduled, they keep up), while the slow client's queue (and socket buffers) only
+        // fill. A lambda, so a failed ASSERT still reaches the join below (the observer fiber
+        // uses this frame).
         int sent = 0;
         [&] {
           const std::string payload(60000, 'p');
@@ -430,6 +434,8 @@ TEST(ChatServer, ASlowClientIsDroppedAndDoesNotStallOthers) {
             std::optional<std::string> echo = flooder.line(30s);
             while (echo && echo->rfind(mine, 0) != 0) echo = flooder.line(30s);
             ASSERT_TRUE(echo.has_value()) << "the flooder lost its connection after " << sent;
+            ASSERT_TRUE(observed.recv().has_value())
+                << "the observer lost its connection after " << sent;
           }
         }();
         if (!flooder.send("done\n"))

@@ -11,6 +11,7 @@
 #include <string>
 #include <variant>
 #include <vector>
+#include <weft/server.hpp>
 #include <weft/weft.hpp>
 
 #include "common/linger_close.hpp"
@@ -277,39 +278,27 @@ void run_chat_server(weft::net::TcpListener listener, weft::Chan<int> stop,
                      const ServerOptions& opts) {
   weft::Chan<Event> events(1024);
   weft::Task<void> hub = weft::spawn([events] { Hub().run(events); });
-  weft::WaitGroup clients;
-  std::atomic<bool> stopping{false};
-
-  clients.add(1);  // the accept loop, so wait() below also waits for it
-  weft::go([&] {
-    std::uint64_t next_id = 0;
-    for (;;) {
-      absl::StatusOr<weft::net::TcpStream> c = listener.accept();
-      if (!c.ok()) {
-        if (stopping.load()) break;
-        std::fprintf(stderr, "chat_server: %s\n", std::string(c.status().ToString()).c_str());
-        weft::this_fiber::sleep_for(std::chrono::milliseconds(10));
-        continue;
-      }
-      clients.add(1);
-      weft::go(
-          [&clients, &opts, events, id = ++next_id](weft::net::TcpStream s) {
-            client_main(std::move(s), id, events, opts);
-            clients.done();
-          },
-          std::move(*c));
-    }
-    clients.done();
+  weft::net::Server server(std::move(listener));
+  std::atomic<std::uint64_t> next_id{0};
+  weft::Task<absl::Status> serving = weft::spawn([&] {
+    return server.serve([&](weft::net::TcpStream& s, const weft::Context&) {
+      // The stream stays bound to the server's context when it moves into the shared Conn.
+      client_main(std::move(s), next_id.fetch_add(1, std::memory_order_relaxed) + 1, events, opts);
+    });
   });
 
   stop.recv();  // a value or a close: either means stop
-  stopping.store(true);
-  listener.set_deadline(Clock::now());  // fails the parked accept()
-  events.send(Shutdown{});              // the hub ends every client, and any that joins later
-  clients.wait();
-  events.close();  // no reader is left to send
+  // The hub ends every client, and any that joins before accepting stops; idle clients never
+  // finish on their own, so this is what lets drain() return within its grace.
+  events.send(Shutdown{});
+  if (absl::Status d = server.drain(opts.drain_grace); !d.ok()) {
+    std::fprintf(stderr, "chat_server: %s\n", std::string(d.ToString()).c_str());
+  }
+  if (absl::Status s = serving.join(); !s.ok()) {
+    std::fprintf(stderr, "chat_server: accepting failed: %s\n", std::string(s.ToString()).c_str());
+  }
+  events.close();  // no client is left to send
   hub.join();
-  listener.close();
 }
 
 }  // namespace chat

@@ -21,10 +21,14 @@ struct ServerOptions {
   std::size_t out_queue = 1024;            // lines queued for a client before it is dropped
   // How long a leaving client's writer may take to flush its last lines.
   std::chrono::milliseconds flush_timeout{2000};
+  // At stop, how long the clients may take to leave before their sockets are cancelled (they
+  // are told to leave at once; this bounds a writer still flushing to a slow reader).
+  std::chrono::milliseconds drain_grace{1000};
 };
 
-// Serves chat clients on `listener` (needs a fiber) until `stop` yields a value or is closed;
-// then stops accepting, ends every connection and returns once all client fibers are gone.
+// Serves chat clients on `listener` (needs a fiber) through weft::net::Server until `stop`
+// yields a value or is closed; then drains: stops accepting, ends every connection (cancelled
+// after opts.drain_grace if still busy) and returns once all client fibers are gone.
 void run_chat_server(weft::net::TcpListener listener, weft::Chan<int> stop,
                      const ServerOptions& opts = {});
 

@@ -8,10 +8,12 @@
 //
 // Commands: see resp_commands.hpp. Malformed input gets "-ERR Protocol error: ..." and the
 // connection is closed, as Redis does; everyone else is served on. Prints "listening on
-// HOST:PORT" once ready; SIGINT/SIGTERM shut it down cleanly.
+// HOST:PORT" once ready; SIGINT/SIGTERM drain it (weft::net::Server): it stops accepting, ends the
+// connections (cancelled after --drain_grace if still busy) and exits.
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
+#include <absl/time/time.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +27,8 @@
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:6379", "address to listen on, HOST:PORT");
 ABSL_FLAG(int, workers, 0, "weft workers (0: all CPUs)");
+ABSL_FLAG(absl::Duration, drain_grace, absl::Seconds(1),
+          "on SIGINT/SIGTERM, how long connections may finish before they are cancelled");
 ABSL_FLAG(std::uint64_t, proto_max_bulk_len, resp::Limits{}.max_bulk_len,
           "longest bulk string a client may send (Redis's proto-max-bulk-len)");
 ABSL_FLAG(std::uint64_t, client_query_buffer_limit, resp::Limits{}.max_command_len,
@@ -40,6 +44,8 @@ int main(int argc, char** argv) {
   opts.limits.max_bulk_len = absl::GetFlag(FLAGS_proto_max_bulk_len);
   opts.limits.max_command_len = absl::GetFlag(FLAGS_client_query_buffer_limit);
   opts.limits.max_array_len = absl::GetFlag(FLAGS_max_multibulk_len);
+  opts.drain_grace = std::chrono::duration_cast<std::chrono::milliseconds>(
+      absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_drain_grace)));
   weft::Options run_opts;
   run_opts.workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)));
   int rc = 0;

@@ -1,14 +1,12 @@
 #include "resp_server.hpp"
 
-#include <absl/container/flat_hash_set.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <string>
+#include <weft/server.hpp>
 #include <weft/weft.hpp>
 
 #include "common/linger_close.hpp"
@@ -64,13 +62,6 @@ class InputBuffer {
   std::size_t cap_ = 0, begin_ = 0, end_ = 0;
 };
 
-// Connections that are open, so stop can end them.
-struct Registry {
-  weft::Mutex mu;
-  absl::flat_hash_set<weft::net::TcpStream*> conns;
-  bool stopping = false;
-};
-
 void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts,
                 std::uint64_t id) {
   Parser parser(opts.limits);
@@ -123,68 +114,35 @@ void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts
 
 void serve(weft::net::TcpListener listener, weft::Chan<int> stop, Store& store,
            const ServerOptions& opts) {
-  Registry reg;
-  weft::WaitGroup wg;
-  std::atomic<bool> stopping{false};
-  weft::Chan<int> quit;  // closed at stop, for the sweeper
-
-  wg.add(1);
-  weft::go([&] {
-    std::uint64_t next_id = 0;
-    for (;;) {
-      absl::StatusOr<weft::net::TcpStream> c = listener.accept();
-      if (!c.ok()) {
-        if (stopping.load()) break;
-        std::fprintf(stderr, "resp_server: %s\n", std::string(c.status().ToString()).c_str());
-        weft::this_fiber::sleep_for(std::chrono::milliseconds(10));
-        continue;
-      }
-      wg.add(1);
-      weft::go(
-          [&reg, &store, &opts, &wg, id = ++next_id](weft::net::TcpStream s) {
-            bool admitted = false;
-            {
-              std::lock_guard lock(reg.mu);
-              if (!reg.stopping) {
-                reg.conns.insert(&s);
-                admitted = true;
-              }
-            }
-            if (admitted) {
-              serve_conn(s, store, opts, id);
-              std::lock_guard lock(reg.mu);
-              reg.conns.erase(&s);
-            }
-            s.close();
-            wg.done();
-          },
-          std::move(*c));
-    }
-    wg.done();
+  weft::net::Server server(std::move(listener));
+  std::atomic<std::uint64_t> next_id{0};
+  weft::Task<absl::Status> serving = weft::spawn([&] {
+    return server.serve([&](weft::net::TcpStream& s, const weft::Context&) {
+      // The stream is bound to the server's context: a drain fails its blocked read or write.
+      serve_conn(s, store, opts, next_id.fetch_add(1, std::memory_order_relaxed) + 1);
+    });
   });
-
-  wg.add(1);
-  weft::go([&] {
+  weft::Chan<int> quit;  // closed at stop, for the sweeper
+  weft::Task<void> sweeper = weft::spawn([&] {
     weft::Ticker ticker(opts.sweep_every);
     bool done = false;
     while (!done) {
       weft::select(weft::case_recv(ticker.chan(), [&] { store.sweep(opts.sweep_budget); }),
                    weft::case_recv(quit, [&] { done = true; }));
     }
-    wg.done();
   });
 
   stop.recv();  // a value or a close: either means stop
-  stopping.store(true);
-  listener.set_deadline(Clock::now());  // fails the parked accept()
   quit.close();
-  {
-    std::lock_guard lock(reg.mu);
-    reg.stopping = true;
-    for (weft::net::TcpStream* s : reg.conns) s->set_deadline(Clock::now());
+  // Clients keep idle connections open, so with no grace every connection ends at once (a
+  // blocked read or write fails); with one, commands in flight get that long to finish.
+  if (absl::Status d = server.drain(opts.drain_grace); !d.ok() && opts.drain_grace.count() > 0) {
+    std::fprintf(stderr, "resp_server: %s\n", std::string(d.ToString()).c_str());
   }
-  wg.wait();
-  listener.close();
+  if (absl::Status s = serving.join(); !s.ok()) {
+    std::fprintf(stderr, "resp_server: accepting failed: %s\n", std::string(s.ToString()).c_str());
+  }
+  sweeper.join();
 }
 
 }  // namespace resp

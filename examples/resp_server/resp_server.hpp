@@ -18,11 +18,15 @@ struct ServerOptions {
   // Active expiry: every sweep_every, remove up to sweep_budget expired keys per shard.
   std::chrono::milliseconds sweep_every{100};
   std::size_t sweep_budget = 256;
+  // At stop, how long commands in flight may finish before the connections are cancelled
+  // (weft::net::Server::drain). Zero: every connection ends at once.
+  std::chrono::milliseconds drain_grace{0};
 };
 
-// Serves RESP clients on `listener` (needs a fiber) until `stop` yields a value or is closed;
-// then stops accepting, ends every connection (a blocked read or write fails at once) and
-// returns once all connection fibers are gone. The listener is closed on return.
+// Serves RESP clients on `listener` (needs a fiber) through weft::net::Server until `stop`
+// yields a value or is closed; then drains: stops accepting, lets commands in flight finish for
+// up to opts.drain_grace, cancels every connection (a blocked read or write fails) and returns
+// once all connection fibers are gone. The listener is closed on return.
 void serve(weft::net::TcpListener listener, weft::Chan<int> stop, Store& store,
            const ServerOptions& opts = {});
 
