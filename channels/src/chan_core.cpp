@@ -1,6 +1,9 @@
 // Channel lifecycle and the plain send/recv/close paths; design and invariants in chan_core.hpp.
 #include "chan_core.hpp"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <new>
 
 #include "timer_chan.hpp"
@@ -25,6 +28,43 @@ void queue_and_park(ChanCore* c, WaiterQueue& q, ChanWaiter& w, bool is_recv)
                  });
 }
 
+std::size_t ring_align(const ElemOps* ops) noexcept {
+  return ops->align > alignof(std::max_align_t) ? ops->align : alignof(std::max_align_t);
+}
+
+// The ring is full (count == ring_cap) and the channel is not (ring_cap < cap): a ring twice the
+// size (the first one kFirstRingBytes worth), the values moved over in order. Under the lock,
+// which is why it cannot throw: running out of memory here is fatal, as it is in Go.
+void grow_ring_locked(ChanCore* c) noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->lock) {
+  const std::size_t size = c->ops->size;
+  const std::size_t n = c->count.load(std::memory_order_relaxed);
+  WEFT_ASSERT(n == c->ring_cap && c->ring_cap < c->cap, "channel ring grown while it has room");
+  std::size_t want =
+      c->ring_cap ? c->ring_cap * 2 : std::max<std::size_t>(4, ChanCore::kFirstRingBytes / size);
+  want = std::min(want, c->cap);
+  char* fresh = static_cast<char*>(
+      ::operator new (want* size, std::align_val_t{ring_align(c->ops)}, std::nothrow));
+  if (!fresh) {
+    std::fprintf(stderr,
+                 "weft: out of memory: cannot grow a channel's buffer to %zu values of %zu bytes "
+                 "(capacity %zu)\n",
+                 want, size, c->cap);
+    std::abort();
+  }
+  for (std::size_t i = 0, from = c->recvx; i < n; ++i, from = c->next_slot(from)) {
+    void* src = c->slot_at(from);
+    c->move_elem(fresh + i * size, src);
+    c->destroy_elem(src);
+  }
+  if (c->buf != c->inline_buf) {
+    ::operator delete (static_cast<void*>(c->buf), std::align_val_t{ring_align(c->ops)});
+  }
+  c->buf = fresh;
+  c->ring_cap = want;
+  c->recvx = 0;
+  c->sendx = n;
+}
+
 }  // namespace
 
 TryResult send_locked(ChanCore* c, void* src, Waker* wake) noexcept {
@@ -39,8 +79,9 @@ TryResult send_locked(ChanCore* c, void* src, Waker* wake) noexcept {
   }
   const std::size_t n = c->count.load(std::memory_order_relaxed);
   if (n < c->cap) {
+    if (n == c->ring_cap) grow_ring_locked(c);
     c->move_elem(c->slot_at(c->sendx), src);
-    if (++c->sendx == c->cap) c->sendx = 0;
+    c->sendx = c->next_slot(c->sendx);
     c->count.store(n + 1, std::memory_order_relaxed);
     return TryResult::kDone;
   }
@@ -61,7 +102,7 @@ TryResult recv_locked(ChanCore* c, void* dst, Waker* wake) noexcept {
       c->move_elem(dst, head);
       c->destroy_elem(head);
       c->move_elem(head, s->slot);
-      if (++c->recvx == c->cap) c->recvx = 0;
+      c->recvx = c->next_slot(c->recvx);
       c->sendx = c->recvx;
     }
     s->success = true;
@@ -72,7 +113,7 @@ TryResult recv_locked(ChanCore* c, void* dst, Waker* wake) noexcept {
     void* head = c->slot_at(c->recvx);
     c->move_elem(dst, head);
     c->destroy_elem(head);
-    if (++c->recvx == c->cap) c->recvx = 0;
+    c->recvx = c->next_slot(c->recvx);
     c->count.store(n - 1, std::memory_order_relaxed);
     return TryResult::kDone;
   }
@@ -85,12 +126,16 @@ void park_forever(WaitReason reason) {
 }
 
 ChanCore* chan_make(std::size_t capacity, const ElemOps* ops) {
-  // Header and ring in one allocation; the ring starts at an offset aligned for T.
+  // Header and (for a small ring) the ring in one allocation; the ring starts at an offset
+  // aligned for T. A larger ring comes later, from grow_ring_locked.
   const std::size_t align = ops->align > alignof(ChanCore) ? ops->align : alignof(ChanCore);
   const std::size_t header = (sizeof(ChanCore) + ops->align - 1) / ops->align * ops->align;
   if (capacity > (SIZE_MAX - header) / (ops->size ? ops->size : 1)) throw std::bad_alloc();
-  void* mem = ::operator new (header + capacity * ops->size, std::align_val_t{align});
-  return ::new (mem) ChanCore(capacity, ops, static_cast<char*>(mem) + header);
+  const bool inline_ring = capacity * ops->size <= ChanCore::kInlineRingBytes;
+  void* mem =
+      ::operator new (header + (inline_ring ? capacity * ops->size : 0), std::align_val_t{align});
+  char* ring = inline_ring ? static_cast<char*>(mem) + header : nullptr;
+  return ::new (mem) ChanCore(capacity, ops, ring, inline_ring ? capacity : 0);
 }
 
 void chan_retain(ChanCore* c) noexcept {
@@ -105,7 +150,10 @@ void chan_release(ChanCore* c) noexcept ABSL_NO_THREAD_SAFETY_ANALYSIS {
   std::size_t n = c->count.load(std::memory_order_relaxed);
   for (std::size_t i = c->recvx; n > 0; --n) {
     c->destroy_elem(c->slot_at(i));
-    if (++i == c->cap) i = 0;
+    i = c->next_slot(i);
+  }
+  if (c->buf != c->inline_buf) {
+    ::operator delete (static_cast<void*>(c->buf), std::align_val_t{ring_align(c->ops)});
   }
   const std::size_t align = c->ops->align > alignof(ChanCore) ? c->ops->align : alignof(ChanCore);
   c->~ChanCore();

@@ -77,16 +77,31 @@ class WaiterQueue : public IntrusiveList<ChanWaiter> {
 
 struct TimerChannel;
 
+// The ring is lazy (Go preallocates it): a channel whose whole ring fits kInlineRingBytes gets
+// it inline, right after the core, as before; a larger one starts with none and grows it on
+// demand (grow_ring_locked, doubling, up to cap), so a Chan<std::string>(1024) that never holds
+// more than a few values costs a few hundred bytes, not 32 KiB. The ring never shrinks (a channel
+// that filled once is likely to fill again, and shrinking would put allocation on the hot path).
 class ChanCore {
  public:
-  ChanCore(std::size_t capacity, const ElemOps* elem_ops, char* buffer)
-      : ops(elem_ops), cap(capacity), buf(buffer) {}
+  static constexpr std::size_t kInlineRingBytes = 512;
+  static constexpr std::size_t kFirstRingBytes = 256;  // the first heap ring, at least 4 slots
+
+  ChanCore(std::size_t capacity, const ElemOps* elem_ops, char* inline_ring,
+           std::size_t inline_slots)
+      : ops(elem_ops),
+        cap(capacity),
+        inline_buf(inline_ring),
+        buf(inline_ring),
+        ring_cap(inline_slots) {}
 
   SpinLock lock;
   const ElemOps* const ops;
   const std::size_t cap;
-  char* const buf;                    // cap slots of ops->size bytes, right after the core
-  std::atomic<std::size_t> count{0};  // buffered values; written under lock, read anywhere
+  char* const inline_buf;                      // right after the core (null: no inline ring)
+  char* buf ABSL_GUARDED_BY(lock);             // ring_cap slots of ops->size bytes
+  std::size_t ring_cap ABSL_GUARDED_BY(lock);  // slots in buf, <= cap
+  std::atomic<std::size_t> count{0};           // buffered values; written under lock, read anywhere
   std::size_t recvx ABSL_GUARDED_BY(lock) = 0;  // next slot to receive from
   std::size_t sendx ABSL_GUARDED_BY(lock) = 0;  // next slot to send into
   std::atomic<bool> closed{false};              // written under lock
@@ -95,7 +110,13 @@ class ChanCore {
   std::atomic<std::uint32_t> refs{1};  // Chan<T> handles sharing this channel
   TimerChannel* timer = nullptr;       // set once at creation for after()/Ticker channels
 
-  void* slot_at(std::size_t i) const noexcept { return buf + i * ops->size; }
+  void* slot_at(std::size_t i) const noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock) {
+    return buf + i * ops->size;
+  }
+  // Index of the slot after i, around the ring.
+  std::size_t next_slot(std::size_t i) const noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock) {
+    return i + 1 == ring_cap ? 0 : i + 1;
+  }
 
   void move_elem(void* dst, void* src) const noexcept {
     if (ops->move_construct) {
@@ -128,7 +149,8 @@ class ChanCore {
     WEFT_ASSERT(recvq.empty() || sendq.empty() || !recvq.has_plain_waiter(16) ||
                     !sendq.has_plain_waiter(16),
                 "channel has a plain sender and a plain receiver both waiting");
-    WEFT_ASSERT(count.load(std::memory_order_relaxed) <= cap, "channel buffer over capacity");
+    WEFT_ASSERT(count.load(std::memory_order_relaxed) <= ring_cap && ring_cap <= cap,
+                "channel buffer over capacity");
   }
 };
 
