@@ -75,6 +75,7 @@ class Hub {
     std::string nick;
     std::shared_ptr<Conn> conn;
     weft::Chan<std::string> out;
+    bool marked_slow = false;  // in slow_ already: a full queue is marked once, not per line
   };
 
   void handle(Join& j) {
@@ -171,7 +172,10 @@ class Hub {
 
   // Never blocks: a client whose queue is full is marked to be dropped.
   void send(std::uint64_t id, Client& c, std::string line) {
-    if (!c.out.try_send(std::move(line))) slow_.push_back(id);
+    if (!c.out.try_send(std::move(line)) && !c.marked_slow) {
+      c.marked_slow = true;
+      slow_.push_back(id);
+    }
   }
 
   void broadcast(const std::string& line) {
@@ -186,6 +190,10 @@ class Hub {
     it->second.out.close();
     by_nick_.erase(it->second.nick);
     clients_.erase(it);
+    // After a crowd has gone, give the table's memory back (it never shrinks by itself).
+    if (by_nick_.capacity() > 1024 && by_nick_.size() * 8 < by_nick_.capacity()) {
+      by_nick_.rehash(0);
+    }
   }
 
   void drop_slow_clients() {
@@ -198,11 +206,12 @@ class Hub {
       remove(it, /*kill=*/true);
       broadcast("* " + nick + " left (too slow: dropped)\n");  // may mark more
     }
+    if (slow_.capacity() > 1024) std::vector<std::uint64_t>().swap(slow_);
   }
 
   std::map<std::uint64_t, Client> clients_;  // by id: join order
   absl::flat_hash_map<std::string, std::uint64_t> by_nick_;
-  std::vector<std::uint64_t> slow_;
+  std::vector<std::uint64_t> slow_;  // clients to drop, each once (Client::marked_slow)
   bool stopping_ = false;
 };
 

@@ -136,9 +136,10 @@ TEST(StackPool, AcquireRefillsAnEmptyCacheFromTheSharedPoolInABatch) {
   pool.drain(other);
 }
 
-TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondTheHotSet) {
+TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondAHotSetThatDecays) {
   constexpr std::size_t kStacks = 300;
-  constexpr std::size_t kHot = 256;  // kSharedHotStacks in stack_pool.cpp
+  constexpr std::size_t kHot = 256;    // kSharedHotStacks in stack_pool.cpp
+  constexpr std::size_t kHotMin = 16;  // kSharedHotStacksMin
   StackPool pool(16 << 10, true);
   StackCache c;
   std::vector<char*> stacks;
@@ -171,10 +172,13 @@ TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondTheHotSet) {
   pool.trim();
   EXPECT_EQ(zeroed(), kStacks - batch - kHot);
   EXPECT_EQ(pool.cached(), kStacks) << "trimmed stacks stay in the pool";
-  pool.trim();  // a full idle interval more: everything beyond the hot set
-  EXPECT_EQ(zeroed(), kStacks - kHot);
+  // Every further interval with surplus halves the hot set, down to its minimum.
   pool.trim();
-  EXPECT_EQ(zeroed(), kStacks - kHot);
+  EXPECT_EQ(zeroed(), kStacks - kHot / 2);
+  pool.trim();
+  EXPECT_EQ(zeroed(), kStacks - kHot / 4);
+  for (int i = 0; i < 4; ++i) pool.trim();
+  EXPECT_EQ(zeroed(), kStacks - kHotMin);
   // Committed stacks are handed out first, then the trimmed (clean) ones, all of them usable.
   std::size_t clean_seen = 0;
   bool dirty_after_clean = false;
@@ -189,10 +193,15 @@ TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondTheHotSet) {
     std::memset(x, 1, pool.stack_size());
     again.push_back(x);
   }
-  EXPECT_EQ(clean_seen, kStacks - kHot);
+  EXPECT_EQ(clean_seen, kStacks - kHotMin);
   EXPECT_FALSE(dirty_after_clean) << "a trimmed stack was handed out before a committed one";
   for (char* x : again) pool.release(c, x);
   pool.drain(c);
+  // That interval used every cached stack: the hot set is whole again.
+  pool.trim();
+  EXPECT_EQ(zeroed(), 0u);
+  pool.trim();
+  EXPECT_EQ(zeroed(), kStacks - kHot);
 }
 
 // Each thread owns its cache; the shared pool is under the lock. No stack is ever held by two

@@ -79,4 +79,29 @@ void FiberAlloc::deallocate(void* p) noexcept {
   if (++c.count >= 2 * kBatch) c.give_batch();
 }
 
+std::size_t FiberAlloc::release_cached(std::size_t keep_batches) noexcept {
+  FreeChunk* victims = nullptr;  // the released batches, chained into one list
+  {
+    Global& g = global();
+    std::lock_guard lock(g.mu);
+    // allocate() takes from the back: release from there too (no shifting), keeping the front.
+    while (g.batches.size() > keep_batches) {
+      FreeChunk* batch = g.batches.back();
+      g.batches.pop_back();
+      FreeChunk* last = batch;
+      while (last->next) last = last->next;
+      last->next = victims;
+      victims = batch;
+    }
+  }
+  std::size_t freed = 0;
+  while (victims) {
+    FreeChunk* next = victims->next;
+    ::operator delete(victims, std::align_val_t(kAlign));
+    victims = next;
+    ++freed;
+  }
+  return freed;
+}
+
 }  // namespace weft::detail

@@ -6,8 +6,9 @@
 // a cache that grows past two batches hands one batch (a linked list) to a global stack under a
 // mutex, and an empty cache takes a batch back: one lock per kBatch fibers.
 // One size class (kChunk bytes, 16-byte aligned); bigger or over-aligned closures use operator new.
-// Process-wide and immortal: a Task may free its fiber after run() returned. Chunks are reused,
-// never returned to the OS (the peak number of fiber headers stays allocated).
+// Process-wide and immortal: a Task may free its fiber after run() returned. Chunks are reused;
+// after a burst, release_cached() (the monitor's HeapReturn) gives the global stack's batches
+// beyond a few back to malloc, so the peak number of fiber headers does not stay allocated.
 #pragma once
 
 #include <cstddef>
@@ -31,6 +32,9 @@ class FiberAlloc {
   }
   static void* allocate();  // a kChunk-byte chunk
   static void deallocate(void* p) noexcept;
+  // Frees the batches on the global stack beyond `keep_batches` (threads' caches stay as they
+  // are). Returns the number of chunks freed. Any thread.
+  static std::size_t release_cached(std::size_t keep_batches) noexcept;
 };
 
 }  // namespace weft::detail

@@ -20,7 +20,8 @@ constexpr int MADV_GUARD_INSTALL = 102;
 #endif
 
 constexpr std::size_t kSlotsPerRegion = 256;
-constexpr std::size_t kSharedHotStacks = 256;  // shared stacks kept committed by trim()
+constexpr std::size_t kSharedHotStacks = 256;    // most shared stacks trim() keeps committed
+constexpr std::size_t kSharedHotStacksMin = 16;  // what the hot set decays to when unused
 constexpr std::size_t kRefillBatch = 16;
 
 [[noreturn]] void die(const std::string& msg) {
@@ -154,11 +155,21 @@ void StackPool::trim() {
   std::vector<char*> victims;
   {
     ThreadMutexLock lock(mu_);
+    // Stacks that sat unused for the whole interval (the low water mark) are surplus. Keep a hot
+    // set of them committed for the next burst, but halve it every interval that has surplus, so
+    // that after a burst it decays to a few stacks within a second; an interval that used every
+    // cached stack restores it.
     const std::size_t idle = std::min(dirty_low_, dirty_.size());
     dirty_low_ = dirty_.size();
-    if (idle <= kSharedHotStacks) return;
+    if (idle == 0) {
+      hot_keep_ = kSharedHotStacks;
+      return;
+    }
+    const std::size_t keep = hot_keep_;
+    hot_keep_ = std::max(kSharedHotStacksMin, hot_keep_ / 2);
+    if (idle <= keep) return;
     // The oldest entries sit at the front; acquire() takes from the back.
-    const std::size_t n = idle - kSharedHotStacks;
+    const std::size_t n = idle - keep;
     victims.assign(dirty_.begin(), dirty_.begin() + static_cast<std::ptrdiff_t>(n));
     dirty_.erase(dirty_.begin(), dirty_.begin() + static_cast<std::ptrdiff_t>(n));
     dirty_low_ = dirty_.size();

@@ -9,8 +9,10 @@
 // Freed stacks go to the freeing worker's cache (no lock, hot pages stay committed), overflow to
 // a shared pool (mutex). trim() -- called by the monitor thread every 100 ms -- releases, with
 // MADV_DONTNEED, the pages of shared stacks that sat unused for the whole interval (the pool's low
-// water mark) beyond a small hot set, so RSS follows the live fibers without thrashing stacks that
-// are about to be reused.
+// water mark) beyond a hot set, so RSS follows the live fibers without thrashing stacks that are
+// about to be reused. The hot set (256 stacks) halves every interval that had surplus, down to
+// 16, and is restored by an interval that used every cached stack: a burst's stacks go back
+// within about a second of it ending.
 // Threads: acquire/release on a worker's own cache only by that worker; everything else under mu_.
 #pragma once
 
@@ -58,9 +60,10 @@ class StackPool {
   std::vector<std::pair<char*, std::size_t>> regions_ ABSL_GUARDED_BY(mu_);
   char* carve_next_ ABSL_GUARDED_BY(mu_) = nullptr;  // next unused slot
   char* carve_end_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::vector<char*> dirty_ ABSL_GUARDED_BY(mu_);   // freed, pages still committed
-  std::vector<char*> clean_ ABSL_GUARDED_BY(mu_);   // freed and trimmed
-  std::size_t dirty_low_ ABSL_GUARDED_BY(mu_) = 0;  // fewest dirty stacks since the last trim
+  std::vector<char*> dirty_ ABSL_GUARDED_BY(mu_);    // freed, pages still committed
+  std::vector<char*> clean_ ABSL_GUARDED_BY(mu_);    // freed and trimmed
+  std::size_t dirty_low_ ABSL_GUARDED_BY(mu_) = 0;   // fewest dirty stacks since the last trim
+  std::size_t hot_keep_ ABSL_GUARDED_BY(mu_) = 256;  // surplus stacks the next trim keeps
   std::uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -27,7 +27,11 @@ std::atomic<bool> g_dump_requested{false};
 void on_sigquit(int) { g_dump_requested.store(true, std::memory_order_relaxed); }
 }  // namespace
 
-Monitor::Monitor(Runtime& rt) : rt_(rt) {
+Monitor::Monitor(Runtime& rt)
+    : rt_(rt),
+      heap_return_(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(rt.options().heap_return_interval)
+              .count()) {
   struct sigaction old {};
   if (sigaction(SIGQUIT, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
     struct sigaction sa {};
@@ -81,6 +85,7 @@ void Monitor::loop() {
     }
     if (now - last_trim >= kTrimEvery) {
       rt_.stacks().trim();
+      heap_return_.tick(now, rt_.stats().fibers_alive);
       last_trim = now;
     }
     mu_.lock();

@@ -5,7 +5,8 @@
 //  - detects deadlock as Go does: every worker idle, nothing queued, no timer, no blocking() job,
 //    nothing parked on the poller, no outside thread that could still wake a fiber, for three
 //    consecutive checks with no switch between them; then prints the dump and aborts,
-//  - trims the shared stack pool so RSS follows the live fibers,
+//  - trims the shared stack pool so RSS follows the live fibers, and returns the C allocator's
+//    free pages after a burst (HeapReturn),
 //  - prints a fiber dump on SIGQUIT (installed only if SIGQUIT has its default action).
 // It never runs fibers and never touches run queues; it reads per-worker counters (relaxed).
 #pragma once
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "core/thread_mutex.hpp"
+#include "services/heap_return.hpp"
 
 namespace weft::detail {
 
@@ -43,6 +45,7 @@ class Monitor {
   std::uint64_t quiet_switches_ = ~0ull;
   int quiet_checks_ = 0;
   bool sigquit_installed_ = false;
+  HeapReturn heap_return_;  // the monitor thread's alone
   std::thread thread_;
 };
 
