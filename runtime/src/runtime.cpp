@@ -261,6 +261,15 @@ bool Runtime::quiescent() noexcept {
          poller_->waiters() == 0 && !stopping();
 }
 
+std::uint64_t Runtime::fibers_alive() const noexcept {
+  std::uint64_t spawned = foreign_spawned.load(std::memory_order_relaxed), finished = 0;
+  for (const auto& w : workers_) {
+    spawned += w->spawned.load(std::memory_order_relaxed);
+    finished += w->finished.load(std::memory_order_relaxed);
+  }
+  return spawned > finished ? spawned - finished : 0;
+}
+
 Stats Runtime::stats() noexcept {
   Stats s;
   std::uint64_t finished = 0;

@@ -124,6 +124,9 @@ class Runtime {
   std::int64_t coarse_now() const noexcept { return coarse_now_.load(std::memory_order_relaxed); }
   void set_coarse_now(std::int64_t t) noexcept { coarse_now_.store(t, std::memory_order_relaxed); }
   Stats stats() noexcept;
+  // Fibers created and not yet finished (Stats::fibers_alive), from the workers' counters alone:
+  // what the monitor reads (stats() also reads the monitor, which it must not do).
+  std::uint64_t fibers_alive() const noexcept;
   std::atomic<std::uint64_t> foreign_spawned{0};  // fibers started from plain threads
 
   // For the monitor: every worker idle, no queued fiber, no pending timer, no blocking() job and

@@ -1,13 +1,43 @@
 // HeapReturn; design in heap_return.hpp.
 #include "services/heap_return.hpp"
 
+#include <fcntl.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/fiber_alloc.hpp"
 
 namespace weft::detail {
+namespace {
+
+std::int64_t rss_from_statm() {
+  const int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[128];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  long long size = 0, resident = 0;
+  if (std::sscanf(buf, "%lld %lld", &size, &resident) != 2) return -1;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+void release_free_memory() {
+  // Fiber headers cached beyond a few batches go back to malloc first, or they would pin the
+  // arena pages they sit in.
+  FiberAlloc::release_cached(HeapReturn::kKeepFiberBatches);
+  malloc_trim(0);
+}
+
+}  // namespace
+
+HeapReturn::Hooks HeapReturn::real_hooks() noexcept {
+  return Hooks{&rss_from_statm, &release_free_memory};
+}
 
 bool HeapReturn::tick(std::int64_t now, std::uint64_t live) {
   if (interval_ns_ <= 0) return false;
@@ -24,16 +54,21 @@ bool HeapReturn::tick(std::int64_t now, std::uint64_t live) {
   }
   const bool burst_over = fallen && now - fell_at_ >= kSettleNs && now - last_rise_ >= kSettleNs;
   const bool follow_up = follow_ups_ > 0 && now - last_trim_ >= kSettleNs;
-  if (!burst_over && !follow_up && now - last_trim_ < interval_ns_) return false;
+  const bool periodic = now - last_trim_ >= period_ns_;
+  if (!burst_over && !follow_up && !periodic) return false;
   if (burst_over) {
     follow_ups_ = kFollowUps;
   } else if (follow_up) {
     --follow_ups_;
   }
-  // Fiber headers cached beyond a few batches go back to malloc first, or they would pin the
-  // arena pages they sit in.
-  FiberAlloc::release_cached(kKeepFiberBatches);
-  malloc_trim(0);
+  const std::int64_t before = hooks_.rss_bytes();
+  hooks_.release();
+  const std::int64_t returned = before - hooks_.rss_bytes();
+  if (burst_over || follow_up || returned >= std::max(kWorthwhileBytes, before / 16)) {
+    period_ns_ = interval_ns_;
+  } else {
+    period_ns_ = std::min(period_ns_ * 2, interval_ns_ * kMaxBackoff);
+  }
   last_trim_ = now;
   peak_ = live;
   ++trims_;

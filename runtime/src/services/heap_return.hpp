@@ -9,16 +9,22 @@
 // back to 17 MB. Before it, the fiber-header allocator's global cache beyond a few batches goes
 // back to malloc (FiberAlloc::release_cached): cached headers would pin their arena pages.
 //
+// Cost: malloc_trim walks every free chunk of every arena with that arena's lock held, and
+// allocations in that arena wait meanwhile. On a fragmented heap that is long: 1.5M free chunks
+// in a 540 MB heap took 100-300 ms per call on this 2-core VM, whether or not anything was left
+// to return. So it runs on the monitor, never on a worker, and rarely:
+//
 // When: the monitor calls tick() every 100 ms with the number of live fibers. A trim runs
 //  - kSettleNs after the live fibers fell from their peak since the last trim by a quarter (and
 //    at least kMinDrop), if they stayed that low and did not rise meanwhile: a burst of
-//    connections has ended. The
-//    burst's teardown may still be freeing (queued messages, buffers released as the last
-//    handles go), so kFollowUps more trims follow, kSettleNs apart;
-//  - and, so that memory freed without fibers ending (a cache emptied, a big request done) also
-//    goes back, every `interval` (Options::heap_return_interval).
-// Never on a worker: the monitor runs it. Its cost is a walk over the arenas' free lists, with each
-// arena's lock held in turn (allocations in that arena wait), so it runs rarely, not per tick.
+//    connections has ended, and the load with it. The teardown may still be freeing (queued
+//    messages, buffers released as the last handles go), so kFollowUps more trims follow,
+//    kSettleNs apart;
+//  - and, so that memory freed without fibers ending (a cache emptied) also goes back, once a
+//    period, which starts at `interval` (Options::heap_return_interval). A periodic trim that
+//    gave back little (under kWorthwhileBytes and 1/16 of RSS) doubles the period, up to
+//    kMaxBackoff times the interval, so a steady, fragmented heap is not walked every interval;
+//    one that gave back more, or a burst's trim, resets it.
 // Owned by the monitor thread alone.
 #pragma once
 
@@ -29,19 +35,31 @@ namespace weft::detail {
 
 class HeapReturn {
  public:
+  struct Hooks {
+    std::int64_t (*rss_bytes)();  // the process's resident bytes now
+    void (*release)();            // FiberAlloc::release_cached, then malloc_trim(0)
+  };
+  static Hooks real_hooks() noexcept;
+
   // interval_ns 0: never (neither trigger).
-  explicit HeapReturn(std::int64_t interval_ns) noexcept : interval_ns_(interval_ns) {}
+  explicit HeapReturn(std::int64_t interval_ns, Hooks hooks = real_hooks()) noexcept
+      : interval_ns_(interval_ns), period_ns_(interval_ns), hooks_(hooks) {}
   // Trims if one of the triggers above holds. Returns whether it trimmed.
   bool tick(std::int64_t now, std::uint64_t live_fibers);
   std::uint64_t trims() const noexcept { return trims_; }
+  std::int64_t period_ns() const noexcept { return period_ns_; }
 
   static constexpr std::uint64_t kMinDrop = 256;
   static constexpr std::int64_t kSettleNs = 1'000'000'000;
   static constexpr std::size_t kKeepFiberBatches = 4;  // FiberAlloc batches kept (256 headers)
   static constexpr int kFollowUps = 4;
+  static constexpr std::int64_t kWorthwhileBytes = 1 << 20;
+  static constexpr std::int64_t kMaxBackoff = 32;
 
  private:
   const std::int64_t interval_ns_;
+  std::int64_t period_ns_;  // the periodic trigger's current period
+  const Hooks hooks_;
   std::int64_t last_trim_ = 0;
   std::int64_t last_rise_ = 0;  // when the live count last went up
   std::int64_t fell_at_ = 0;    // when it fell a quarter below the peak (0: it has not)

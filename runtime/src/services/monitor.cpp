@@ -85,7 +85,7 @@ void Monitor::loop() {
     }
     if (now - last_trim >= kTrimEvery) {
       rt_.stacks().trim();
-      heap_return_.tick(now, rt_.stats().fibers_alive);
+      heap_return_.tick(now, rt_.fibers_alive());
       last_trim = now;
     }
     mu_.lock();
@@ -146,7 +146,7 @@ bool Monitor::check_deadlock() {
     quiet_checks_ = 0;
     return false;
   }
-  return rt_.quiescent() && rt_.stats().fibers_alive > 0;
+  return rt_.quiescent() && rt_.fibers_alive() > 0;
 }
 
 }  // namespace weft::detail
