@@ -27,6 +27,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -178,27 +179,18 @@ class EchoServer {
   std::string addr_;
 };
 
-// From the main fiber: `total` short connections, `kConcurrency` at a time. Each sends 16 bytes,
-// reads them back, half-closes, reads the server's end of stream (so the server closes first),
-// and closes. Returns the first failure, "" if none.
-std::string short_connections(const std::string& addr, int total) {
+// From the main fiber: body(i) for every i in [0, total), on kConcurrency fibers. A body that
+// throws counts as a failure. Returns "N failed, the first: ...", or "" if none failed.
+std::string fan_out(int total, const std::function<void(int)>& body) {
   std::atomic<int> next{0}, failures{0};
   std::string first_failure;
   weft::WaitGroup wg;
   wg.add(kConcurrency);
   for (int w = 0; w < kConcurrency; ++w) {
     weft::go([&] {
-      while (next.fetch_add(1) < total) {
+      for (int i; (i = next.fetch_add(1)) < total;) {
         try {
-          net::TcpStream c = must(net::dial_tcp(addr, kIoBound), "dial");
-          c.set_deadline(in(kIoBound));
-          must_ok(c.write_all("0123456789abcdef"), "write");
-          char buf[16];
-          must_ok(c.read_full(std::as_writable_bytes(std::span(buf))), "read the echo");
-          must_ok(c.shutdown_write(), "half-close");
-          if (must(c.read(buf, sizeof buf), "read end of stream") != 0) {
-            throw std::runtime_error("bytes after the echo");
-          }
+          body(i);
         } catch (const std::exception& e) {
           if (failures.fetch_add(1) == 0) first_failure = e.what();
         }
@@ -210,6 +202,22 @@ std::string short_connections(const std::string& addr, int total) {
   return failures.load() == 0
              ? ""
              : std::to_string(failures.load()) + " failed, the first: " + first_failure;
+}
+
+// `total` short connections. Each sends 16 bytes, reads them back, half-closes, reads the
+// server's end of stream (so the server closes first), and closes.
+std::string short_connections(const std::string& addr, int total) {
+  return fan_out(total, [&](int) {
+    net::TcpStream c = must(net::dial_tcp(addr, kIoBound), "dial");
+    c.set_deadline(in(kIoBound));
+    must_ok(c.write_all("0123456789abcdef"), "write");
+    char buf[16];
+    must_ok(c.read_full(std::as_writable_bytes(std::span(buf))), "read the echo");
+    must_ok(c.shutdown_write(), "half-close");
+    if (must(c.read(buf, sizeof buf), "read end of stream") != 0) {
+      throw std::runtime_error("bytes after the echo");
+    }
+  });
 }
 
 void check_no_leak(const EchoServer& server) {
@@ -247,32 +255,14 @@ TEST(NetLeak, FiftyThousandShortConnectionsLeaveNoFdAndNoMemoryBehind) {
   weft::run([&] { check_no_leak(server); }, with_workers(1));
 }
 
-// 10,000 connections held open at once (dialled by 100 fibers), then all closed. Returns the first
-// failure, "" if none.
+// `total` connections held open at once, then all closed.
 std::string idle_burst(const std::string& addr, int total) {
   std::vector<net::TcpStream> held(static_cast<std::size_t>(total));
-  std::atomic<int> next{0}, failures{0};
-  std::string first_failure;
-  weft::WaitGroup wg;
-  wg.add(kConcurrency);
-  for (int w = 0; w < kConcurrency; ++w) {
-    weft::go([&] {
-      for (int i; (i = next.fetch_add(1)) < total;) {
-        absl::StatusOr<net::TcpStream> c = net::dial_tcp(addr, kIoBound);
-        if (c.ok()) {
-          held[static_cast<std::size_t>(i)] = std::move(*c);
-        } else if (failures.fetch_add(1) == 0) {
-          first_failure = std::string(c.status().message());
-        }
-      }
-      wg.done();
-    });
-  }
-  wg.wait();
+  std::string err = fan_out(total, [&](int i) {
+    held[static_cast<std::size_t>(i)] = must(net::dial_tcp(addr, kIoBound), "dial");
+  });
   held.clear();  // every connection closes
-  return failures.load() == 0
-             ? ""
-             : std::to_string(failures.load()) + " dials failed, the first: " + first_failure;
+  return err;
 }
 
 // Fresh server: RSS now; a burst of kBurst idle connections; once the server has closed them all
