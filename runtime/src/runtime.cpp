@@ -272,11 +272,9 @@ std::uint64_t Runtime::fibers_alive() const noexcept {
 
 Stats Runtime::stats() noexcept {
   Stats s;
-  std::uint64_t finished = 0;
   std::int64_t in_use = 0;
   for (auto& w : workers_) {
     s.fibers_spawned += w->spawned.load(std::memory_order_relaxed);
-    finished += w->finished.load(std::memory_order_relaxed);
     s.switches += w->switches.load(std::memory_order_relaxed);
     s.steals += w->steals.load(std::memory_order_relaxed);
     s.parks += w->parks.load(std::memory_order_relaxed);
@@ -284,7 +282,7 @@ Stats Runtime::stats() noexcept {
     in_use += static_cast<std::int64_t>(w->stacks_in_use.load(std::memory_order_relaxed));
   }
   s.fibers_spawned += foreign_spawned.load(std::memory_order_relaxed);
-  s.fibers_alive = s.fibers_spawned > finished ? s.fibers_spawned - finished : 0;
+  s.fibers_alive = fibers_alive();
   s.workers = nworkers();
   s.stacks_in_use = in_use > 0 ? static_cast<std::uint64_t>(in_use) : 0;
   s.stacks_cached = stacks_->cached();

@@ -54,7 +54,8 @@ struct Options {
   unsigned max_blocking_threads = 64;
   // Returning memory after load: the monitor gives the C allocator's free pages back to the
   // kernel (malloc_trim) about a second after the live fibers fell from a peak by a quarter (a
-  // burst of connections ended), and at least this often. 0 disables both.
+  // burst of connections ended), and once a period that starts at this interval and doubles
+  // (up to 32x) while those trims return little. 0 disables both.
   std::chrono::milliseconds heap_return_interval{10000};
   // Stack-size profiling: when set (or $WEFT_STACK_PROFILE is), every fiber's stack high-water
   // mark is recorded by fiber name and written to this JSON file when run() returns; read it

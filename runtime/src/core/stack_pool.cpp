@@ -50,7 +50,8 @@ StackPool::StackPool(std::size_t stack_size, bool guard_pages)
     : page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
       stack_size_((std::max<std::size_t>(stack_size, 2 * page_) + page_ - 1) / page_ * page_),
       slot_size_(stack_size_ + (guard_pages ? page_ : 0)),
-      guard_(guard_pages) {}
+      guard_(guard_pages),
+      hot_keep_(kSharedHotStacks) {}
 
 StackPool::~StackPool() {
   for (auto [base, len] : regions_) munmap(base, len);

@@ -60,10 +60,10 @@ class StackPool {
   std::vector<std::pair<char*, std::size_t>> regions_ ABSL_GUARDED_BY(mu_);
   char* carve_next_ ABSL_GUARDED_BY(mu_) = nullptr;  // next unused slot
   char* carve_end_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::vector<char*> dirty_ ABSL_GUARDED_BY(mu_);    // freed, pages still committed
-  std::vector<char*> clean_ ABSL_GUARDED_BY(mu_);    // freed and trimmed
-  std::size_t dirty_low_ ABSL_GUARDED_BY(mu_) = 0;   // fewest dirty stacks since the last trim
-  std::size_t hot_keep_ ABSL_GUARDED_BY(mu_) = 256;  // surplus stacks the next trim keeps
+  std::vector<char*> dirty_ ABSL_GUARDED_BY(mu_);   // freed, pages still committed
+  std::vector<char*> clean_ ABSL_GUARDED_BY(mu_);   // freed and trimmed
+  std::size_t dirty_low_ ABSL_GUARDED_BY(mu_) = 0;  // fewest dirty stacks since the last trim
+  std::size_t hot_keep_ ABSL_GUARDED_BY(mu_);       // surplus stacks the next trim keeps
   std::uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

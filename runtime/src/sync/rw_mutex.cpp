@@ -176,8 +176,7 @@ void RWMutex::lock_shared_contended([[maybe_unused]] std::uint64_t seen) {
   lock_shared_slow();
 }
 
-void RWMutex::lock_shared_slow() {
-  detail::require_fiber("weft::RWMutex::lock_shared()");
+void RWMutex::lock_shared_slow() {  // lock_shared checked that we run on a fiber
   guard_.lock();
   std::uint64_t s = state_.load(std::memory_order_relaxed);
   for (;;) {
