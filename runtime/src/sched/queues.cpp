@@ -132,6 +132,13 @@ Fiber* Runtime::pick_next(Worker& w) noexcept {
   return pop_global(w);
 }
 
+bool Runtime::lock_spin_may_help(const Worker& w) const noexcept {
+  return nworkers() > 1 &&
+         nsleeping_.load(std::memory_order_relaxed) + 1 < static_cast<int>(nworkers()) &&
+         w.runq.empty() && w.spawned_q.empty() && w.spill.empty() &&
+         !w.runnext.load(std::memory_order_relaxed);
+}
+
 bool Runtime::queues_empty() noexcept {
   if (gq_size_.load(std::memory_order_seq_cst) > 0) return false;
   for (auto& w : workers_) {

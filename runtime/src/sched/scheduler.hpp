@@ -104,6 +104,10 @@ class Runtime {
   // queue, and the global queue (first on every 61st pick, and when the local ones are empty);
   // null if none.
   Fiber* pick_next(Worker& w) noexcept;
+  // Whether a fiber on `w` that found a lock taken should spin a little before parking (Go's
+  // sync_runtime_canSpin): another worker is awake, so the holder may be running and about to
+  // release it, and nothing waits in w's own queues, which spinning would delay.
+  bool lock_spin_may_help(const Worker& w) const noexcept;
 
   std::uint64_t alloc_id(Worker* w) noexcept;
   // Fires due timers, and collects I/O readiness if fibers wait on the poller and nobody polled
