@@ -101,7 +101,10 @@ int main(int argc, char** argv) {
         weft::Mutex mu;
         mu.lock();
         weft::go([recv_ch] { fixture_waits_on_channel(recv_ch); });
-        weft::go([] { fixture_sleeps(); });
+        // A stack of its own size (16 KiB; 256 KiB under the sanitizers), which the script reads
+        // from the fiber's size class.
+        weft::go(weft::FiberOptions{.name = "small-stack", .stack_size = 16384},
+                 [] { fixture_sleeps(); });
         weft::go([&mu] { fixture_waits_on_mutex(mu); });
         weft::go([send_ch] { fixture_named_sends(send_ch); });
         weft::go([fd = pipe_fds[0]] { fixture_reads_pipe(fd); });

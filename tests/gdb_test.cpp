@@ -97,6 +97,7 @@ void add_inspection(Session& s) {
   s.add("bt-id", "eval \"weft bt %d\", (int) fixture_channel_fiber_id");
   s.add("bt-spinner", "weft bt spinner");
   s.add("bt-main", "weft bt fixture-main");
+  s.add("bt-small", "weft bt small-stack");
   s.add("bt-all", "weft bt all");
   s.add("bt-missing", "weft bt no-such-fiber");
   s.add("help", "weft");
@@ -141,6 +142,14 @@ void check_inspection(const std::string& out, const std::string& where) {
   const std::string spinner = section(out, "bt-spinner");
   EXPECT_TRUE(std::regex_search(spinner, std::regex("\\[running\\] on thread [0-9]+"))) << spinner;
   EXPECT_TRUE(contains(spinner, "fixture_spins")) << spinner;
+
+  // A fiber on a stack of another size class: listed with both sizes, and its frames found.
+  if (!kSanitized) {
+    EXPECT_TRUE(contains(fibers, "stacks of 16.0 KiB and 64.0 KiB")) << fibers;
+  }
+  const std::string small = section(out, "bt-small");
+  EXPECT_TRUE(contains(small, "\"small-stack\" [parked: sleep]")) << small;
+  EXPECT_TRUE(contains(small, "fixture_sleeps")) << small;
 
   const std::string main_bt = section(out, "bt-main");
   EXPECT_TRUE(contains(main_bt, "fixture_checkpoint")) << main_bt;

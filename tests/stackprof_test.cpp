@@ -158,4 +158,33 @@ TEST(StackProfileTool, ReportRecommendsASize) {
   std::remove(svg.c_str());
 }
 
+// The loop the tool closes: profile a run, write the sizes table from the profile, and the next
+// run gives the named fiber the recommended size (rounded up to its size class).
+TEST(StackProfileTool, SizesTableFeedsTheNextRun) {
+  const std::string path = temp_path("loop1");
+  const std::string table = temp_path("loop_table");
+  const std::string path2 = temp_path("loop2");
+  auto body = [] {
+    weft::spawn(weft::FiberOptions{.name = "worker"}, [] { use_stack(10 * 1024); }).join();
+  };
+  weft::run(body, weft::Options{.workers = 2, .stack_profile = path});
+  const std::string cmd = std::string("python3 ") + WEFT_SOURCE_DIR +
+                          "/tools/stackprof/weft-stackprof sizes " + path + " -o " + table +
+                          " 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  std::smatch m;
+  const std::string text = read_file(table);
+  ASSERT_TRUE(std::regex_search(text, m, std::regex("\n([0-9]+) worker\n"))) << text;
+  const std::size_t rec = std::stoul(m[1]);
+  EXPECT_GT(rec, 10u * 1024);
+  weft::run(body, weft::Options{.workers = 2, .stack_profile = path2, .stack_sizes = table});
+  const long ran_with = field(entry(read_file(path2), "worker"), "stack_size");
+  std::size_t want = 8192;
+  while (want < rec) want *= 2;
+  if (want >= 64 * 1024) want = 64 * 1024;  // the default class serves it
+  if (weft_test::kSanitized) want = 256 * 1024;
+  EXPECT_EQ(ran_with, static_cast<long>(want)) << "recommended " << rec;
+  for (const std::string& f : {path, table, path2}) std::remove(f.c_str());
+}
+
 }  // namespace

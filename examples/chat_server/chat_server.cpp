@@ -219,7 +219,7 @@ void client_main(weft::net::TcpStream stream, std::uint64_t id, const weft::Chan
                  const ServerOptions& opts) {
   auto conn = std::make_shared<Conn>(std::move(stream));
   weft::Chan<std::string> out(opts.out_queue);
-  weft::Task<void> writer = weft::spawn([conn, out] {
+  weft::Task<void> writer = weft::spawn(weft::FiberOptions{.name = "chat-writer"}, [conn, out] {
     std::string batch;
     for (;;) {
       std::optional<std::string> line = out.recv();
@@ -286,14 +286,20 @@ void client_main(weft::net::TcpStream stream, std::uint64_t id, const weft::Chan
 void run_chat_server(weft::net::TcpListener listener, weft::Chan<int> stop,
                      const ServerOptions& opts) {
   weft::Chan<Event> events(1024);
-  weft::Task<void> hub = weft::spawn([events] { Hub().run(events); });
+  // Every kind of fiber has a name, so a stack-size table (WEFT_STACK_SIZES, written by
+  // `weft-stackprof sizes` from a profiled run) can size each kind's stacks.
+  weft::Task<void> hub =
+      weft::spawn(weft::FiberOptions{.name = "chat-hub"}, [events] { Hub().run(events); });
   weft::net::Server server(std::move(listener));
   std::atomic<std::uint64_t> next_id{0};
-  weft::Task<absl::Status> serving = weft::spawn([&] {
-    return server.serve([&](weft::net::TcpStream& s, const weft::Context&) {
-      // The stream stays bound to the server's context when it moves into the shared Conn.
-      client_main(std::move(s), next_id.fetch_add(1, std::memory_order_relaxed) + 1, events, opts);
-    });
+  weft::Task<absl::Status> serving = weft::spawn(weft::FiberOptions{.name = "chat-accept"}, [&] {
+    return server.serve(
+        [&](weft::net::TcpStream& s, const weft::Context&) {
+          // The stream stays bound to the server's context when it moves into the shared Conn.
+          client_main(std::move(s), next_id.fetch_add(1, std::memory_order_relaxed) + 1, events,
+                      opts);
+        },
+        weft::FiberOptions{.name = "chat-reader"});
   });
 
   stop.recv();  // a value or a close: either means stop

@@ -86,15 +86,20 @@ int main(int argc, char** argv) {
         }
         weft::net::Server server(std::move(*l));
         // Joined before `server` goes away: serve() returns once drain() stopped accepting.
-        weft::Task<absl::Status> serving = weft::spawn([&] {
-          return server.serve([](weft::net::TcpStream& s, const weft::Context&) {
-            g_accepted.fetch_add(1, std::memory_order_relaxed);
-            serve(s);  // the stream is bound to the server's context: a drain cancels its reads
-          });
-        });
+        // Each kind of fiber has a name, so a stack-size table (WEFT_STACK_SIZES, written by
+        // `weft-stackprof sizes` from a profiled run) can give each kind its own stack size.
+        weft::Task<absl::Status> serving =
+            weft::spawn(weft::FiberOptions{.name = "echo-accept"}, [&] {
+              return server.serve(
+                  [](weft::net::TcpStream& s, const weft::Context&) {
+                    g_accepted.fetch_add(1, std::memory_order_relaxed);
+                    serve(s);  // the stream is bound to the server's context: a drain cancels reads
+                  },
+                  weft::FiberOptions{.name = "echo-conn"});
+            });
         if (const absl::Duration every = absl::GetFlag(FLAGS_stats_every);
             every > absl::ZeroDuration()) {
-          weft::go([every] {
+          weft::go(weft::FiberOptions{.name = "echo-stats"}, [every] {
             weft::Ticker t(absl::ToChronoNanoseconds(every));
             for (;;) {
               t.chan().recv();

@@ -27,7 +27,7 @@ Server::~Server() {
   cancel_conns_();
 }
 
-absl::Status Server::serve(Handler handler) {
+absl::Status Server::serve(Handler handler, const FiberOptions& handler_fibers) {
   weft::detail::require_fiber("weft::net::Server::serve");
   if (served_.exchange(true)) {
     return absl::FailedPreconditionError(
@@ -41,6 +41,8 @@ absl::Status Server::serve(Handler handler) {
       s->serving_.done();
     }
   } leave{this};
+  const std::string fiber_name(handler_fibers.name);  // the caller's view may not outlive us
+  const FiberOptions fiber_opts{.name = fiber_name, .stack_size = handler_fibers.stack_size};
   for (;;) {
     absl::StatusOr<TcpStream> c = listener_.accept();
     if (!c.ok()) {
@@ -49,17 +51,26 @@ absl::Status Server::serve(Handler handler) {
     }
     handlers_.add(1);
     active_.fetch_add(1, std::memory_order_acq_rel);
-    weft::go([this, handler, s = std::move(*c)]() mutable {
-      struct Done {
-        Server* srv;
-        ~Done() {
-          srv->active_.fetch_sub(1, std::memory_order_acq_rel);
-          srv->handlers_.done();
-        }
-      } done{this};
-      s.set_context(conns_ctx_);
-      handler(s, conns_ctx_);
-    });
+    try {
+      weft::go(fiber_opts, [this, handler, s = std::move(*c)]() mutable {
+        struct Done {
+          Server* srv;
+          ~Done() {
+            srv->active_.fetch_sub(1, std::memory_order_acq_rel);
+            srv->handlers_.done();
+          }
+        } done{this};
+        s.set_context(conns_ctx_);
+        handler(s, conns_ctx_);
+      });
+    } catch (const std::exception& e) {
+      // No handler fiber (out of memory, or a stack size no class holds): this connection is
+      // closed, and serve() stops with the reason rather than dropping connections silently.
+      active_.fetch_sub(1, std::memory_order_acq_rel);
+      handlers_.done();
+      return absl::ResourceExhaustedError(
+          std::string("weft::net::Server::serve: cannot start a handler fiber: ") + e.what());
+    }
   }
 }
 

@@ -69,6 +69,7 @@ void set_poller_factory(PollerFactory factory) noexcept { g_poller_factory.store
 
 Runtime::Runtime(const Options& opts) : opts_(resolve_options(opts)) {
   stacks_ = std::make_unique<StackPool>(opts_.stack_size, opts_.guard_pages);
+  stack_sizes_ = StackSizeTable::load(opts_.stack_sizes);
   timers_ = std::make_unique<TimerHeap>(opts_.workers);
   registry_ = std::make_unique<Registry>();
   blocking_ = std::make_unique<BlockingPool>(opts_.max_blocking_threads);
@@ -90,7 +91,7 @@ Runtime::Runtime(const Options& opts) : opts_(resolve_options(opts)) {
     idle_slots_.resize(workers_.size());
   }
   coarse_now_.store(now_ns(), std::memory_order_relaxed);
-  debug_info_attach(registry_.get(), stacks_->stack_size(), &coarse_now_);
+  debug_info_attach(registry_.get(), stacks_->class_sizes(), &coarse_now_);
 }
 
 std::atomic<int> g_outside_wakers{0};
@@ -188,7 +189,7 @@ void Runtime::shutdown_unwind(Worker& w) {
                    "destructor waits for something no fiber will provide, or a fiber swallowed "
                    "the unwind with catch (...)):\n",
                    stuck);
-      registry_->dump(std::cerr, stacks_->stack_size(), now_ns());
+      registry_->dump(std::cerr, stacks_->class_sizes(), now_ns());
       return;
     }
     // Fibers still running elsewhere (outside threads holding them) or timers pending.
@@ -327,7 +328,7 @@ void dump_fibers(std::ostream& out) {
     out << "weft: no runtime is running\n";
     return;
   }
-  rt->registry().dump(out, rt->stacks().stack_size(), detail::now_ns());
+  rt->registry().dump(out, rt->stacks().class_sizes(), detail::now_ns());
 }
 
 }  // namespace weft

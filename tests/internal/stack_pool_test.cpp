@@ -5,7 +5,9 @@
 // overflows its older half to the shared pool, drain() moves a cache to the shared pool, acquire()
 // refills from it (committed stacks first), trim() releases only shared stacks that stayed unused
 // for a whole interval beyond the hot set (their pages read back as zeros), and several threads
-// with their own caches never get the same stack at once.
+// with their own caches never get the same stack at once. Size classes: a request maps to the
+// smallest power-of-two class that holds it, or to the default class when that is no larger;
+// each class's stacks have its size, their own guard, and go back to their own class.
 #include "core/stack_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -37,6 +40,63 @@ TEST(StackPool, StackSizeRoundsUpToWholePagesAndAtLeastTwo) {
   EXPECT_FALSE(StackPool(64 << 10, false).guard_pages());
 }
 
+TEST(StackPool, SizeClassesArePowersOfTwoAndTheDefaultServesWhatItFits) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer builds raise every class to 256 KiB";
+#else
+  StackPool pool(64 << 10, true);
+  EXPECT_EQ(pool.class_for(64 << 10), 0u);
+  EXPECT_EQ(pool.class_for(40 << 10), 0u) << "the 64 KiB class would be no smaller";
+  EXPECT_EQ(pool.class_size(pool.class_for(1)), 8u << 10);
+  EXPECT_EQ(pool.class_size(pool.class_for(16 << 10)), 16u << 10);
+  EXPECT_EQ(pool.class_size(pool.class_for((16 << 10) + 1)), 32u << 10);
+  EXPECT_EQ(pool.class_size(pool.class_for(100 << 10)), 128u << 10);
+  EXPECT_EQ(pool.class_size(pool.class_for(StackPool::kMaxClassBytes)), StackPool::kMaxClassBytes);
+  EXPECT_THROW(pool.class_for(StackPool::kMaxClassBytes + 1), std::invalid_argument);
+  // A default that is not a power of two serves the requests it holds below the next class.
+  StackPool odd(100 << 10, true);
+  EXPECT_EQ(odd.class_for(90 << 10), 0u);
+  EXPECT_EQ(odd.class_size(odd.class_for(120 << 10)), 128u << 10);
+  EXPECT_EQ(odd.class_size(odd.class_for(60 << 10)), 64u << 10);
+#endif
+}
+
+TEST(StackPool, EachClassHandsOutStacksOfItsSizeAndTakesThemBack) {
+  StackPool pool(64 << 10, true);
+  StackCache cache;
+  const unsigned small = pool.class_for(8 << 10);
+  const unsigned big = pool.class_for(1 << 20);
+  std::vector<std::pair<char*, unsigned>> got;
+  for (unsigned cls : {0u, small, big, small, big, 0u}) {
+    char* s = pool.acquire(cache, cls);
+    std::memset(s, 0xAB, pool.class_size(cls));  // the whole stack is writable
+    got.emplace_back(s, cls);
+  }
+  std::sort(got.begin(), got.end());
+  for (std::size_t i = 0; i + 1 < got.size(); ++i) {
+    EXPECT_LE(got[i].first + pool.class_size(got[i].second), got[i + 1].first) << "stacks overlap";
+  }
+  for (auto [s, cls] : got) pool.release(cache, s, cls);
+  EXPECT_EQ(cache.stacks[small].size(), 2u);
+  EXPECT_EQ(cache.stacks[big].size(), 2u);
+  const std::set<char*> smalls(cache.stacks[small].begin(), cache.stacks[small].end());
+  EXPECT_EQ(smalls.count(pool.acquire(cache, small)), 1u) << "a class hands back its own stacks";
+  pool.drain(cache);
+  EXPECT_GE(pool.cached(), 5u);
+}
+
+TEST(StackPoolDeathTest, ThePageBelowASmallClassStackIsAGuard) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        StackPool pool(64 << 10, true);
+        StackCache cache;
+        char* s = pool.acquire(cache, pool.class_for(8 << 10));
+        s[-1] = 1;
+      },
+      "");
+}
+
 TEST(StackPool, StacksAreWritableDistinctAndReservedInWholeRegions) {
   for (const bool guard : {true, false}) {
     SCOPED_TRACE(guard ? "guard pages" : "no guard pages");
@@ -47,7 +107,7 @@ TEST(StackPool, StacksAreWritableDistinctAndReservedInWholeRegions) {
     const std::size_t slot = size + (guard ? pool.page_size() : 0);
     std::vector<char*> stacks;
     for (int i = 0; i < 300; ++i) {
-      char* s = pool.acquire(cache);
+      char* s = pool.acquire(cache, 0);
       ASSERT_NE(s, nullptr);
       ASSERT_EQ(reinterpret_cast<std::uintptr_t>(s) % pool.page_size(), 0u);
       std::memset(s, i & 0xff, size);  // the whole stack, lowest byte to top
@@ -65,7 +125,7 @@ TEST(StackPool, StacksAreWritableDistinctAndReservedInWholeRegions) {
       ASSERT_EQ(s[0], static_cast<char>(i & 0xff));
       ASSERT_EQ(s[size - 1], static_cast<char>(i & 0xff));
     }
-    for (char* s : stacks) pool.release(cache, s);
+    for (char* s : stacks) pool.release(cache, s, 0);
     pool.drain(cache);
   }
 }
@@ -76,7 +136,7 @@ TEST(StackPoolDeathTest, ThePageBelowAStackIsAGuard) {
       {
         StackPool pool(16 << 10, true);
         StackCache cache;
-        char* s = pool.acquire(cache);
+        char* s = pool.acquire(cache, 0);
         s[0] = 1;                                 // usable
         *static_cast<volatile char*>(s - 1) = 1;  // the guard page
         std::fprintf(stderr, "wrote to the guard page\n");
@@ -88,28 +148,29 @@ TEST(StackPoolDeathTest, ThePageBelowAStackIsAGuard) {
 TEST(StackPool, CacheIsLifoAndOverflowsItsOlderHalfToTheSharedPool) {
   StackPool pool(16 << 10, true);
   StackCache cache;
-  char* a = pool.acquire(cache);
-  pool.release(cache, a);
-  EXPECT_EQ(pool.acquire(cache), a) << "the cache hands back the stack it just got";
-  pool.release(cache, a);
+  char* a = pool.acquire(cache, 0);
+  pool.release(cache, a, 0);
+  EXPECT_EQ(pool.acquire(cache, 0), a) << "the cache hands back the stack it just got";
+  pool.release(cache, a, 0);
   pool.drain(cache);
 
   StackCache c2;
   std::vector<char*> stacks;
   const std::size_t n = StackCache::kMax + 1;
-  for (std::size_t i = 0; i < n; ++i) stacks.push_back(pool.acquire(c2));
+  for (std::size_t i = 0; i < n; ++i) stacks.push_back(pool.acquire(c2, 0));
   // acquire() refilled c2 from the shared pool (the one drained stack) and carved the rest.
   EXPECT_EQ(pool.cached(), 0u);
-  for (std::size_t i = 0; i < StackCache::kMax; ++i) pool.release(c2, stacks[i]);
-  EXPECT_EQ(c2.stacks.size(), StackCache::kMax);
+  for (std::size_t i = 0; i < StackCache::kMax; ++i) pool.release(c2, stacks[i], 0);
+  EXPECT_EQ(c2.stacks[0].size(), StackCache::kMax);
   EXPECT_EQ(pool.cached(), 0u);
-  pool.release(c2, stacks[StackCache::kMax]);  // overflow: the older half goes to the shared pool
+  pool.release(c2, stacks[StackCache::kMax],
+               0);  // overflow: the older half goes to the shared pool
   EXPECT_EQ(pool.cached(), StackCache::kMax / 2);
-  EXPECT_EQ(c2.stacks.size(), StackCache::kMax / 2 + 1);
-  EXPECT_EQ(c2.stacks.back(), stacks[StackCache::kMax]);
-  EXPECT_EQ(c2.stacks.front(), stacks[StackCache::kMax / 2]) << "the newest half stays";
+  EXPECT_EQ(c2.stacks[0].size(), StackCache::kMax / 2 + 1);
+  EXPECT_EQ(c2.stacks[0].back(), stacks[StackCache::kMax]);
+  EXPECT_EQ(c2.stacks[0].front(), stacks[StackCache::kMax / 2]) << "the newest half stays";
   pool.drain(c2);
-  EXPECT_TRUE(c2.stacks.empty());
+  EXPECT_TRUE(c2.stacks[0].empty());
   EXPECT_EQ(pool.cached(), StackCache::kMax + 1);
 }
 
@@ -117,22 +178,22 @@ TEST(StackPool, AcquireRefillsAnEmptyCacheFromTheSharedPoolInABatch) {
   StackPool pool(16 << 10, false);
   StackCache c;
   std::vector<char*> stacks;
-  for (int i = 0; i < 40; ++i) stacks.push_back(pool.acquire(c));
+  for (int i = 0; i < 40; ++i) stacks.push_back(pool.acquire(c, 0));
   const std::uint64_t reserved = pool.reserved_bytes();
-  for (char* s : stacks) pool.release(c, s);
+  for (char* s : stacks) pool.release(c, s, 0);
   pool.drain(c);
   EXPECT_EQ(pool.cached(), 40u);
   StackCache other;
   std::set<char*> got;
-  got.insert(pool.acquire(other));
+  got.insert(pool.acquire(other, 0));
   const std::size_t batch = 40 - pool.cached();
   EXPECT_GT(batch, 1u) << "one lock round trip should bring several stacks";
-  EXPECT_EQ(other.stacks.size(), batch - 1);
-  for (int i = 1; i < 40; ++i) got.insert(pool.acquire(other));
+  EXPECT_EQ(other.stacks[0].size(), batch - 1);
+  for (int i = 1; i < 40; ++i) got.insert(pool.acquire(other, 0));
   EXPECT_EQ(got, std::set<char*>(stacks.begin(), stacks.end())) << "reuses before carving";
   EXPECT_EQ(pool.cached(), 0u);
   EXPECT_EQ(pool.reserved_bytes(), reserved);
-  for (char* s : got) pool.release(other, s);
+  for (char* s : got) pool.release(other, s, 0);
   pool.drain(other);
 }
 
@@ -144,11 +205,11 @@ TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondAHotSetThatDeca
   StackCache c;
   std::vector<char*> stacks;
   for (std::size_t i = 0; i < kStacks; ++i) {
-    char* s = pool.acquire(c);
+    char* s = pool.acquire(c, 0);
     std::memset(s, 0x5a, pool.stack_size());
     stacks.push_back(s);
   }
-  for (char* s : stacks) pool.release(c, s);
+  for (char* s : stacks) pool.release(c, s, 0);
   pool.drain(c);
   ASSERT_EQ(pool.cached(), kStacks);
   auto zeroed = [&] {
@@ -164,9 +225,9 @@ TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondAHotSetThatDeca
   EXPECT_EQ(zeroed(), 0u);
   // One batch taken and given back during the interval: the low-water mark is 300 - batch.
   StackCache other;
-  char* s = pool.acquire(other);
+  char* s = pool.acquire(other, 0);
   const std::size_t batch = kStacks - pool.cached();
-  pool.release(other, s);
+  pool.release(other, s, 0);
   pool.drain(other);
   ASSERT_EQ(pool.cached(), kStacks);
   pool.trim();
@@ -184,7 +245,7 @@ TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondAHotSetThatDeca
   bool dirty_after_clean = false;
   std::vector<char*> again;
   for (std::size_t i = 0; i < kStacks; ++i) {
-    char* x = pool.acquire(c);
+    char* x = pool.acquire(c, 0);
     if (x[0] == 0) {
       ++clean_seen;
     } else if (clean_seen) {
@@ -195,7 +256,7 @@ TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondAHotSetThatDeca
   }
   EXPECT_EQ(clean_seen, kStacks - kHotMin);
   EXPECT_FALSE(dirty_after_clean) << "a trimmed stack was handed out before a committed one";
-  for (char* x : again) pool.release(c, x);
+  for (char* x : again) pool.release(c, x, 0);
   pool.drain(c);
   // That interval used every cached stack: the hot set is whole again.
   pool.trim();
@@ -219,7 +280,7 @@ TEST(StackPool, ThreadsWithTheirOwnCachesNeverShareAStack) {
       const std::uint32_t mark = 0xC0DE0000u | static_cast<std::uint32_t>(t);
       for (int i = 0; i < kIters; ++i) {
         if (held.size() < 100 && (i % 7 != 3 || held.empty())) {
-          char* s = pool.acquire(cache);
+          char* s = pool.acquire(cache, 0);
           std::memcpy(s, &mark, sizeof mark);
           std::memcpy(s + pool.stack_size() - sizeof mark, &mark, sizeof mark);
           held.push_back(s);
@@ -230,11 +291,11 @@ TEST(StackPool, ThreadsWithTheirOwnCachesNeverShareAStack) {
           std::memcpy(&lo, s, sizeof lo);
           std::memcpy(&hi, s + pool.stack_size() - sizeof hi, sizeof hi);
           if (lo != mark || hi != mark) clashes.fetch_add(1);
-          pool.release(cache, s);
+          pool.release(cache, s, 0);
         }
         if (i % 1000 == 999) pool.drain(cache);
       }
-      for (char* s : held) pool.release(cache, s);
+      for (char* s : held) pool.release(cache, s, 0);
       pool.drain(cache);
     });
   }

@@ -42,6 +42,8 @@ _FIELDS = (
     "state_count state_names wait_reason_count wait_reason_names "
     "registry stack_size coarse_now"
 ).split()
+# Version 2 appends these (stacks in size classes); a version-1 runtime has one size for all.
+_FIELDS_V2 = "fiber_stack_class stack_class_count stack_class_sizes".split()
 _HEADER = 16  # magic, version (u32 each), size (u64)
 _MAX_FIBERS = 10_000_000  # a corrupt list must not loop forever
 _MAX_NAME = 256
@@ -120,6 +122,16 @@ class _Info:
         values = struct.unpack("<%dQ" % len(_FIELDS), _read(self.addr + _HEADER, need - _HEADER))
         for name, value in zip(_FIELDS, values):
             setattr(self, name, value)
+        self.class_sizes = None
+        need2 = need + 8 * len(_FIELDS_V2)
+        if version >= 2 and size >= need2:
+            v2 = struct.unpack("<%dQ" % len(_FIELDS_V2), _read(self.addr + need, need2 - need))
+            for name, value in zip(_FIELDS_V2, v2):
+                setattr(self, name, value)
+            if self.stack_class_sizes:
+                n = min(self.stack_class_count, 64)
+                self.class_sizes = list(
+                    struct.unpack("<%dQ" % n, _read(self.stack_class_sizes, 8 * n)))
         self.state_table = self._names(self.state_names, self.state_count)
         self.reason_table = self._names(self.wait_reason_names, self.wait_reason_count)
 
@@ -138,6 +150,13 @@ class _Info:
     def now_ns(self):
         return _i64(self.coarse_now) if self.coarse_now else None
 
+    def fiber_stack_size(self, fiber_addr):
+        """Usable bytes of the fiber's stack: its size class's, or the one size (version 1)."""
+        if self.class_sizes is None:
+            return self.stack_size
+        cls = _u8(fiber_addr + self.fiber_stack_class)
+        return self.class_sizes[cls] if cls < len(self.class_sizes) else self.stack_size
+
 
 class _Fiber:
     def __init__(self, info, addr):
@@ -149,7 +168,8 @@ class _Fiber:
         self.parked_at = _i64(addr + info.fiber_parked_at_ns)
         self.ctx = _u64(addr + info.fiber_ctx)
         self.stack = _u64(addr + info.fiber_stack)
-        self.stack_top = self.stack + info.stack_size if self.stack else 0
+        self.stack_size = info.fiber_stack_size(addr)
+        self.stack_top = self.stack + self.stack_size if self.stack else 0
         name_ptr = _u64(addr + info.fiber_name)
         try:
             self.name = _std_string(name_ptr) if name_ptr else ""
@@ -569,7 +589,8 @@ class _FibersCommand(gdb.Command):
     def invoke(self, arg, from_tty):
         info, fibers = _load()
         now = info.now_ns()
-        lines = ["weft: %d fibers, stacks of %s" % (len(fibers), _size(info.stack_size))]
+        sizes = sorted({f.stack_size for f in fibers} | {info.stack_size})
+        lines = ["weft: %d fibers, stacks of %s" % (len(fibers), " and ".join(_size(n) for n in sizes))]
         lines.append("%8s  %-9s %-20s %9s %11s  %s" % (
             "ID", "STATE", "WAITING ON", "FOR", "STACK USED", "NAME"))
         for f in fibers:
@@ -616,7 +637,7 @@ class _InfoCommand(gdb.Command):
         info = _Info()
         lines = ["weft_debug_info at 0x%x: version %d, %d bytes" % (
             info.addr, info.version, info.size)]
-        for name in _FIELDS:
+        for name in _FIELDS + [n for n in _FIELDS_V2 if hasattr(info, n)]:
             lines.append("  %-20s 0x%x" % (name, getattr(info, name)))
         lines.append("  states:       " + ", ".join(info.state_table))
         lines.append("  wait reasons: " + ", ".join(info.reason_table))

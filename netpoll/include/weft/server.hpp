@@ -23,6 +23,7 @@
 
 #include "weft/context.hpp"
 #include "weft/net.hpp"
+#include "weft/runtime.hpp"
 #include "weft/sync.hpp"
 
 namespace weft::net {
@@ -40,7 +41,10 @@ class Server {
   // Accepts until drain() (then returns OK) or until accepting fails for good (the error; the
   // handlers already running go on). Transient accept errors are retried, as TcpListener::accept
   // does. One serve() per Server (a second one gets kFailedPrecondition). Needs a fiber.
-  absl::Status serve(Handler handler);
+  // `handler_fibers` names the handler fibers and sizes their stacks (weft::FiberOptions: a
+  // name from a stack-size table picks its size there); a handler fiber that cannot be started
+  // ends serve() with kResourceExhausted and the reason.
+  absl::Status serve(Handler handler, const FiberOptions& handler_fibers = {});
   // See the header comment. OK when every handler returned within `grace`; kDeadlineExceeded
   // ("N connections were cancelled after the grace period") when some had to be cancelled.
   // Idempotent: a second drain waits for the first one's handlers. Needs a fiber.

@@ -61,6 +61,23 @@ struct Options {
   // mark is recorded by fiber name and written to this JSON file when run() returns; read it
   // with `tools/stackprof/weft-stackprof report FILE`. Costs nothing when empty.
   std::string stack_profile{};
+  // Stack sizes by fiber name: a table that `weft-stackprof sizes PROFILE` writes from such a
+  // profile (or $WEFT_STACK_SIZES when empty). A fiber started with FiberOptions::name and no
+  // explicit size gets its name's size; others get stack_size. A malformed table makes run()
+  // throw std::invalid_argument naming the file and line.
+  std::string stack_sizes{};
+};
+
+// How to start one fiber: weft::go(FiberOptions{...}, f, args...) and
+// weft::spawn(FiberOptions{...}, f).
+struct FiberOptions {
+  // The fiber's name from its first instruction (as this_fiber::set_name: dumps, profiles), and
+  // the key into Options::stack_sizes. Read during the call only.
+  std::string_view name{};
+  // Usable stack bytes, rounded up to a size class (powers of two from 8 KiB to 128 MiB; a size
+  // the default stacks hold at no extra cost uses them). 0: the stack-size table's size for
+  // `name`, else Options::stack_size. Larger than 128 MiB: std::invalid_argument.
+  std::size_t stack_size = 0;
 };
 
 namespace detail {
@@ -158,17 +175,29 @@ struct TaskClosure {
   static constexpr ClosureOps ops{&run, &drop, &release};
 };
 
+// Creates a fiber (options applied when given) and builds its closure in place; *closure
+// points at it. Not yet started.
 template <class Closure, class... CtorArgs>
-Fiber* make_fiber(CtorArgs&&... args) {
+Fiber* make_fiber(const FiberOptions* opts, Closure** closure, CtorArgs&&... args) {
   void* storage = nullptr;
   Fiber* f = fiber_create(&Closure::ops, sizeof(Closure), alignof(Closure), &storage);
   try {
-    ::new (storage) Closure{std::forward<CtorArgs>(args)...};
+    if (opts) fiber_configure(f, opts->name, opts->stack_size);
+    *closure = ::new (storage) Closure{std::forward<CtorArgs>(args)...};
   } catch (...) {
     fiber_abandon(f);
     throw;
   }
   return f;
+}
+
+template <class F, class... Args>
+void go_with(const FiberOptions* opts, F&& f, Args&&... args) {
+  using Closure = GoClosure<std::decay_t<F>, std::decay_t<Args>...>;
+  Closure* c = nullptr;
+  Fiber* fiber = make_fiber<Closure>(
+      opts, &c, std::forward<F>(f), std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...));
+  fiber_start(fiber, false);
 }
 
 }  // namespace detail
@@ -196,15 +225,22 @@ auto run(F&& main, Options opts = {}) -> std::invoke_result_t<F&> {
 // Go's `go f(args...)`: a detached fiber. Arguments are decay-copied or moved, as by std::thread.
 // An exception escaping it prints the fiber's id, name and what() and aborts (a Go panic).
 template <class F, class... Args>
-void go(F&& f, Args&&... args) {
-  using Closure = detail::GoClosure<std::decay_t<F>, std::decay_t<Args>...>;
-  detail::Fiber* fiber = detail::make_fiber<Closure>(
-      std::forward<F>(f), std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...));
-  detail::fiber_start(fiber, false);
+requires(!std::is_same_v<std::remove_cvref_t<F>, FiberOptions>) void go(F&& f, Args&&... args) {
+  detail::go_with(nullptr, std::forward<F>(f), std::forward<Args>(args)...);
+}
+// The same, with a name and stack size chosen at start (FiberOptions).
+template <class F, class... Args>
+void go(const FiberOptions& opts, F&& f, Args&&... args) {
+  detail::go_with(&opts, std::forward<F>(f), std::forward<Args>(args)...);
 }
 
 // A joinable fiber. Move-only. join() parks the caller until the fiber finished and returns its
 // value or rethrows its exception. Destroying an unjoined Task detaches the fiber.
+namespace detail {
+template <class T>
+class TaskStarter;
+}  // namespace detail
+
 template <class T>
 class Task {
  public:
@@ -262,8 +298,8 @@ class Task {
   }
 
  private:
-  template <class F>
-  friend auto spawn(F&& f) -> Task<std::invoke_result_t<F&>>;
+  template <class U>
+  friend class detail::TaskStarter;
   Task(detail::Fiber* f, detail::Outcome<T>* o) : fiber_(f), outcome_(o) {}
   void detach() noexcept {
     // Like std::thread::detach: the fiber runs on; its result (or exception) is discarded.
@@ -273,21 +309,32 @@ class Task {
   detail::Outcome<T>* outcome_ = nullptr;
 };
 
-template <class F>
-auto spawn(F&& f) -> Task<std::invoke_result_t<F&>> {
-  using Closure = detail::TaskClosure<std::decay_t<F>>;
-  void* storage = nullptr;
-  detail::Fiber* fiber =
-      detail::fiber_create(&Closure::ops, sizeof(Closure), alignof(Closure), &storage);
-  Closure* c;
-  try {
-    c = ::new (storage) Closure{std::optional<std::decay_t<F>>(std::forward<F>(f)), {}};
-  } catch (...) {
-    detail::fiber_abandon(fiber);
-    throw;
+namespace detail {
+// spawn's body, with or without FiberOptions; Task's constructor is private to it.
+template <class T>
+class TaskStarter {
+ public:
+  template <class F>
+  static Task<T> start(const FiberOptions* opts, F&& f) {
+    using Closure = TaskClosure<std::decay_t<F>>;
+    Closure* c = nullptr;
+    Fiber* fiber = make_fiber<Closure>(opts, &c, std::optional<std::decay_t<F>>(std::forward<F>(f)),
+                                       Outcome<T>{});
+    fiber_start(fiber, true);
+    return Task<T>(fiber, &c->outcome);
   }
-  detail::fiber_start(fiber, true);
-  return Task<std::invoke_result_t<F&>>(fiber, &c->outcome);
+};
+}  // namespace detail
+
+template <class F>
+requires(!std::is_same_v<std::remove_cvref_t<F>, FiberOptions>) auto spawn(F&& f)
+    -> Task<std::invoke_result_t<F&>> {
+  return detail::TaskStarter<std::invoke_result_t<F&>>::start(nullptr, std::forward<F>(f));
+}
+// The same, with a name and stack size chosen at start (FiberOptions).
+template <class F>
+auto spawn(const FiberOptions& opts, F&& f) -> Task<std::invoke_result_t<F&>> {
+  return detail::TaskStarter<std::invoke_result_t<F&>>::start(&opts, std::forward<F>(f));
 }
 
 namespace this_fiber {

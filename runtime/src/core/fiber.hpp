@@ -1,6 +1,7 @@
 // Fiber: one allocation holding the runtime's header followed by the closure storage.
 //
 // Ownership and who may touch what:
+//  - `stack_class`: the creator, before fiber_start; read-only afterwards.
 //  - `ctx`, `stack`, `eh_*`, `saved_errno`, sanitizer fields: only the worker that is switching
 //    this fiber in or out (the fiber is Running there, or being parked by it).
 //  - `next`: whoever holds the fiber in a queue (run queue ring slots do not use it; a worker's
@@ -54,6 +55,7 @@ struct Fiber {
   std::uint8_t unwind_requests = 0;  // times shutdown resumed it to throw FiberUnwind
   bool is_main = false;              // run()'s main fiber: its end starts shutdown
   bool unwound = false;              // it ended by FiberUnwind rather than by returning
+  std::uint8_t stack_class = 0;      // StackPool size class; set before it first runs
   std::atomic<WaitReason> wait_reason{WaitReason::kNone};
   std::atomic<std::uint32_t> refs{1};
   std::atomic<std::uintptr_t> join_word{0};  // 0 running, 1 done, else a joiner's WaitNode*

@@ -55,7 +55,7 @@ void Registry::for_each(const std::function<void(Fiber*)>& fn) {
   }
 }
 
-void Registry::dump(std::ostream& out, std::size_t stack_size, std::int64_t now_ns) {
+void Registry::dump(std::ostream& out, const std::uint64_t* class_sizes, std::int64_t now_ns) {
   struct Row {
     std::uint64_t id;
     std::string name;
@@ -64,11 +64,13 @@ void Registry::dump(std::ostream& out, std::size_t stack_size, std::int64_t now_
     std::int64_t arg;
     std::int64_t waited_ns;
     std::size_t used;
+    std::size_t size;
   };
   std::vector<Row> rows;
   for_each([&](Fiber* f) {
     const FiberState st = f->state.load(std::memory_order_acquire);
     std::size_t used = 0;
+    const std::size_t stack_size = class_sizes[f->stack_class];
     char* stack = f->stack.load(std::memory_order_relaxed);
     auto* ctx = static_cast<char*>(f->ctx.load(std::memory_order_relaxed));
     if (stack && ctx && st != FiberState::kRunning && ctx >= stack && ctx <= stack + stack_size) {
@@ -79,7 +81,7 @@ void Registry::dump(std::ostream& out, std::size_t stack_size, std::int64_t now_
         f->id, f->name ? *f->name : std::string(), st,
         f->wait_reason.load(std::memory_order_relaxed), f->wait_arg.load(std::memory_order_relaxed),
         st == FiberState::kParked ? now_ns - f->parked_at_ns.load(std::memory_order_relaxed) : 0,
-        used});
+        used, stack_size});
   });
   out << "weft: " << rows.size() << " fibers\n";
   for (const Row& r : rows) {
@@ -102,12 +104,12 @@ void Registry::dump(std::ostream& out, std::size_t stack_size, std::int64_t now_
       if (r.used == 0) {
         out << "not yet taken";
       } else {
-        out << r.used << "/" << stack_size << " B";
+        out << r.used << "/" << r.size << " B";
       }
     } else if (r.state == FiberState::kRunning) {
-      out << "in use/" << stack_size << " B";
+      out << "in use/" << r.size << " B";
     } else {
-      out << r.used << "/" << stack_size << " B";
+      out << r.used << "/" << r.size << " B";
     }
     out << "\n";
   }

@@ -27,7 +27,8 @@ class Registry {
   std::string name_by_id(std::uint64_t id);
   // Calls fn for every registered fiber under its shard's lock; fn must not block or re-enter.
   void for_each(const std::function<void(Fiber*)>& fn);
-  void dump(std::ostream& out, std::size_t stack_size, std::int64_t now_ns);
+  // class_sizes: usable stack bytes by Fiber::stack_class (StackPool::class_sizes).
+  void dump(std::ostream& out, const std::uint64_t* class_sizes, std::int64_t now_ns);
 
  private:
   friend struct RegistryDebugLayout;  // debug_info.cpp publishes the shard layout to debuggers

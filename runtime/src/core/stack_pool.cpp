@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 namespace weft::detail {
@@ -47,24 +48,48 @@ long count_maps() {
 }  // namespace
 
 StackPool::StackPool(std::size_t stack_size, bool guard_pages)
-    : page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))),
-      stack_size_((std::max<std::size_t>(stack_size, 2 * page_) + page_ - 1) / page_ * page_),
-      slot_size_(stack_size_ + (guard_pages ? page_ : 0)),
-      guard_(guard_pages),
-      hot_keep_(kSharedHotStacks) {}
+    : page_(static_cast<std::size_t>(sysconf(_SC_PAGESIZE))), guard_(guard_pages) {
+  auto round = [this](std::size_t n) {
+    return (std::max(n, 2 * page_) + page_ - 1) / page_ * page_;
+  };
+  class_bytes_[0] = round(stack_size);
+  for (unsigned c = 1; c < kClasses; ++c) class_bytes_[c] = round(std::size_t{8192} << (c - 1));
+  for (SizeClass& sc : classes_) sc.hot_keep = kSharedHotStacks;
+}
 
 StackPool::~StackPool() {
   for (auto [base, len] : regions_) munmap(base, len);
 }
 
-void StackPool::map_region_locked() {
-  const std::size_t len = slot_size_ * kSlotsPerRegion;
+unsigned StackPool::class_for(std::size_t bytes) const {
+  if (bytes > kMaxClassBytes) {
+    throw std::invalid_argument("weft: a fiber stack of " + std::to_string(bytes) +
+                                " bytes was asked for; the largest is " +
+                                std::to_string(kMaxClassBytes >> 20) + " MiB");
+  }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // Sanitizers grow frames several times over (the default size has the same floor, in
+  // resolve_options): sizes measured without them would overflow.
+  bytes = std::max<std::size_t>(bytes, 256 * 1024);
+#endif
+  unsigned c = 1;
+  while (c + 1 < kClasses && class_bytes_[c] < bytes) ++c;
+  // The default class serves a request it fits when the power-of-two class would be no smaller,
+  // so that asking for about the default costs no second set of regions.
+  return bytes <= class_bytes_[0] && class_bytes_[0] <= class_bytes_[c] ? 0 : c;
+}
+
+void StackPool::map_region_locked(unsigned cls) {
+  // About 16 MiB of address space per region (256 default-size stacks), at least 4 slots.
+  const std::size_t slots =
+      std::clamp<std::size_t>((std::size_t{16} << 20) / slot_size(cls), 4, kSlotsPerRegion);
+  const std::size_t len = slot_size(cls) * slots;
   if (guard_by_mprotect_) {
     // Each mprotect'ed guard splits the mapping: about 2 VMAs per stack. Fail with the reason
     // instead of letting mmap/mprotect return a bare ENOMEM later.
     const long limit = read_max_map_count();
     const long used = count_maps();
-    if (used + 2 * static_cast<long>(kSlotsPerRegion) + 64 > limit) {
+    if (used + 2 * static_cast<long>(slots) + 64 > limit) {
       die("cannot map more fiber stacks: guard pages made with mprotect (this kernel lacks "
           "MADV_GUARD_INSTALL, Linux >= 6.13) cost 2 memory mappings per stack and the process "
           "has " +
@@ -83,14 +108,15 @@ void StackPool::map_region_locked() {
   }
   regions_.emplace_back(static_cast<char*>(p), len);
   reserved_ += len;
-  carve_next_ = static_cast<char*>(p);
-  carve_end_ = carve_next_ + len;
+  classes_[cls].carve_next = static_cast<char*>(p);
+  classes_[cls].carve_end = classes_[cls].carve_next + len;
 }
 
-char* StackPool::carve_locked() {
-  if (carve_next_ == carve_end_) map_region_locked();
-  char* slot = carve_next_;
-  carve_next_ += slot_size_;
+char* StackPool::carve_locked(unsigned cls) {
+  SizeClass& sc = classes_[cls];
+  if (sc.carve_next == sc.carve_end) map_region_locked(cls);
+  char* slot = sc.carve_next;
+  sc.carve_next += slot_size(cls);
   if (guard_) {
     if (!guard_by_mprotect_ && madvise(slot, page_, MADV_GUARD_INSTALL) != 0) {
       if (errno != EINVAL)
@@ -109,76 +135,85 @@ char* StackPool::carve_locked() {
   return slot;
 }
 
-char* StackPool::acquire(StackCache& cache) {
-  if (!cache.stacks.empty()) {
-    char* s = cache.stacks.back();
-    cache.stacks.pop_back();
+char* StackPool::acquire(StackCache& cache, unsigned cls) {
+  std::vector<char*>& mine = cache.stacks[cls];
+  if (!mine.empty()) {
+    char* s = mine.back();
+    mine.pop_back();
     return s;
   }
   ThreadMutexLock lock(mu_);
+  SizeClass& sc = classes_[cls];
   // Prefer stacks whose pages are still committed: touching them costs no page faults.
-  for (auto* list : {&dirty_, &clean_}) {
+  for (auto* list : {&sc.dirty, &sc.clean}) {
     if (list->empty()) continue;
     const std::size_t n = std::min(kRefillBatch, list->size());
-    cache.stacks.insert(cache.stacks.end(), list->end() - static_cast<std::ptrdiff_t>(n),
-                        list->end());
+    mine.insert(mine.end(), list->end() - static_cast<std::ptrdiff_t>(n), list->end());
     list->resize(list->size() - n);
-    if (list == &dirty_ && dirty_.size() < dirty_low_) dirty_low_ = dirty_.size();
-    char* s = cache.stacks.back();
-    cache.stacks.pop_back();
+    if (list == &sc.dirty && sc.dirty.size() < sc.dirty_low) sc.dirty_low = sc.dirty.size();
+    char* s = mine.back();
+    mine.pop_back();
     return s;
   }
-  return carve_locked();
+  return carve_locked(cls);
 }
 
-void StackPool::release(StackCache& cache, char* stack) {
-  if (cache.stacks.size() < StackCache::kMax) {
-    cache.stacks.push_back(stack);
+void StackPool::release(StackCache& cache, char* stack, unsigned cls) {
+  std::vector<char*>& mine = cache.stacks[cls];
+  if (mine.size() < StackCache::kMax) {
+    mine.push_back(stack);
     return;
   }
   // Keep the newest half (hottest), hand the older half to the shared pool.
   ThreadMutexLock lock(mu_);
-  const std::size_t half = cache.stacks.size() / 2;
-  dirty_.insert(dirty_.end(), cache.stacks.begin(),
-                cache.stacks.begin() + static_cast<std::ptrdiff_t>(half));
-  cache.stacks.erase(cache.stacks.begin(),
-                     cache.stacks.begin() + static_cast<std::ptrdiff_t>(half));
-  cache.stacks.push_back(stack);
+  const std::size_t half = mine.size() / 2;
+  std::vector<char*>& dirty = classes_[cls].dirty;
+  dirty.insert(dirty.end(), mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(half));
+  mine.erase(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(half));
+  mine.push_back(stack);
 }
 
 void StackPool::drain(StackCache& cache) {
   ThreadMutexLock lock(mu_);
-  dirty_.insert(dirty_.end(), cache.stacks.begin(), cache.stacks.end());
-  cache.stacks.clear();
+  for (unsigned c = 0; c < kClasses; ++c) {
+    std::vector<char*>& dirty = classes_[c].dirty;
+    dirty.insert(dirty.end(), cache.stacks[c].begin(), cache.stacks[c].end());
+    cache.stacks[c].clear();
+  }
 }
 
 void StackPool::trim() {
+  for (unsigned c = 0; c < kClasses; ++c) trim_class(c);
+}
+
+void StackPool::trim_class(unsigned cls) {
   std::vector<char*> victims;
   {
     ThreadMutexLock lock(mu_);
+    SizeClass& sc = classes_[cls];
     // Stacks that sat unused for the whole interval (the low water mark) are surplus. Keep a hot
     // set of them committed for the next burst, but halve it every interval that has surplus, so
     // that after a burst it decays to a few stacks within a second; an interval that used every
     // cached stack restores it.
-    const std::size_t idle = std::min(dirty_low_, dirty_.size());
-    dirty_low_ = dirty_.size();
+    const std::size_t idle = std::min(sc.dirty_low, sc.dirty.size());
+    sc.dirty_low = sc.dirty.size();
     if (idle == 0) {
-      hot_keep_ = kSharedHotStacks;
+      sc.hot_keep = kSharedHotStacks;
       return;
     }
-    const std::size_t keep = hot_keep_;
-    hot_keep_ = std::max(kSharedHotStacksMin, hot_keep_ / 2);
+    const std::size_t keep = sc.hot_keep;
+    sc.hot_keep = std::max(kSharedHotStacksMin, sc.hot_keep / 2);
     if (idle <= keep) return;
     // The oldest entries sit at the front; acquire() takes from the back.
     const std::size_t n = idle - keep;
-    victims.assign(dirty_.begin(), dirty_.begin() + static_cast<std::ptrdiff_t>(n));
-    dirty_.erase(dirty_.begin(), dirty_.begin() + static_cast<std::ptrdiff_t>(n));
-    dirty_low_ = dirty_.size();
+    victims.assign(sc.dirty.begin(), sc.dirty.begin() + static_cast<std::ptrdiff_t>(n));
+    sc.dirty.erase(sc.dirty.begin(), sc.dirty.begin() + static_cast<std::ptrdiff_t>(n));
+    sc.dirty_low = sc.dirty.size();
   }
   // Outside the lock: madvise can take a while for many stacks.
-  for (char* s : victims) madvise(s, stack_size_, MADV_DONTNEED);
+  for (char* s : victims) madvise(s, class_bytes_[cls], MADV_DONTNEED);
   ThreadMutexLock lock(mu_);
-  clean_.insert(clean_.end(), victims.begin(), victims.end());
+  classes_[cls].clean.insert(classes_[cls].clean.end(), victims.begin(), victims.end());
 }
 
 std::uint64_t StackPool::reserved_bytes() const noexcept {
@@ -188,7 +223,9 @@ std::uint64_t StackPool::reserved_bytes() const noexcept {
 
 std::uint64_t StackPool::cached() const noexcept {
   ThreadMutexLock lock(mu_);
-  return dirty_.size() + clean_.size();
+  std::uint64_t n = 0;
+  for (const SizeClass& sc : classes_) n += sc.dirty.size() + sc.clean.size();
+  return n;
 }
 
 }  // namespace weft::detail

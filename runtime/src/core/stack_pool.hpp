@@ -1,18 +1,23 @@
-// StackPool: fiber stacks carved from large MAP_NORESERVE regions.
+// StackPool: fiber stacks carved from large MAP_NORESERVE regions, in size classes.
 //
-// Layout of one slot: [guard page][stack_size bytes], stacks grow down towards the guard. Pages
+// Layout of one slot: [guard page][stack bytes], stacks grow down towards the guard. Pages
 // commit lazily, so an idle 64 KiB stack costs the one or two pages it touched. Guards use
 // madvise(MADV_GUARD_INSTALL) (Linux >= 6.13), which adds no VMA, so 100k guarded stacks stay far
 // below vm.max_map_count; older kernels fall back to mprotect(PROT_NONE), 2 VMAs per stack, and
 // we check the map count before the kernel refuses.
 //
-// Freed stacks go to the freeing worker's cache (no lock, hot pages stay committed), overflow to
-// a shared pool (mutex). trim() -- called by the monitor thread every 100 ms -- releases, with
-// MADV_DONTNEED, the pages of shared stacks that sat unused for the whole interval (the pool's low
-// water mark) beyond a hot set, so RSS follows the live fibers without thrashing stacks that are
-// about to be reused. The hot set (256 stacks) halves every interval that had surplus, down to
-// 16, and is restored by an interval that used every cached stack: a burst's stacks go back
-// within about a second of it ending.
+// Size classes: class 0 is Options::stack_size (every fiber's stack unless it asked for another);
+// classes 1..kClasses-1 are powers of two from 8 KiB to 128 MiB, for fibers given a size
+// (FiberOptions::stack_size, or by name from a stack-size table). A class has its own regions
+// and free lists, so a stack never changes size; a fiber records its class (Fiber::stack_class).
+//
+// Freed stacks go to the freeing worker's cache for their class (no lock, hot pages stay
+// committed), overflow to the class's shared pool (mutex). trim() -- called by the monitor thread
+// every 100 ms -- releases, with MADV_DONTNEED, the pages of shared stacks that sat unused for
+// the whole interval (the pool's low water mark) beyond a hot set, so RSS follows the live fibers
+// without thrashing stacks that are about to be reused. The hot set (256 stacks per class)
+// halves every interval that had surplus, down to 16, and is restored by an interval that used
+// every cached stack: a burst's stacks go back within about a second of it ending.
 // Threads: acquire/release on a worker's own cache only by that worker; everything else under mu_.
 #pragma once
 
@@ -29,49 +34,66 @@ class StackCache;
 
 class StackPool {
  public:
+  static constexpr unsigned kClasses = 16;
+  static constexpr std::size_t kMaxClassBytes = std::size_t{128} << 20;
+
   StackPool(std::size_t stack_size, bool guard_pages);
   ~StackPool();  // unmaps every region; all stacks must have been returned
   StackPool(const StackPool&) = delete;
   StackPool& operator=(const StackPool&) = delete;
 
-  std::size_t stack_size() const noexcept { return stack_size_; }
+  // The default stack size (class 0), usable bytes.
+  std::size_t stack_size() const noexcept { return class_bytes_[0]; }
+  // Usable bytes of a class's stacks.
+  std::size_t class_size(unsigned cls) const noexcept { return class_bytes_[cls]; }
+  // The smallest class holding `bytes` (0 when that is the default size's class). Throws
+  // std::invalid_argument above kMaxClassBytes.
+  unsigned class_for(std::size_t bytes) const;
+  // For debuggers: kClasses sizes, indexed by class.
+  const std::uint64_t* class_sizes() const noexcept { return class_bytes_; }
   std::size_t page_size() const noexcept { return page_; }
   bool guard_pages() const noexcept { return guard_; }
 
-  char* acquire(StackCache& cache);              // lowest usable byte; aborts if out of memory
-  void release(StackCache& cache, char* stack);  // the stack's fiber has finished
-  void drain(StackCache& cache);                 // moves a worker's cache to the shared pool
-  void trim();                                   // see the header comment
+  char* acquire(StackCache& cache, unsigned cls);  // lowest usable byte; aborts if out of memory
+  void release(StackCache& cache, char* stack, unsigned cls);  // its fiber has finished
+  void drain(StackCache& cache);  // moves a worker's caches to the shared pool
+  void trim();                    // see the header comment
 
   std::uint64_t reserved_bytes() const noexcept;
   std::uint64_t cached() const noexcept;  // stacks in the shared pool (not worker caches)
 
  private:
-  char* carve_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void map_region_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct SizeClass {
+    std::vector<char*> dirty;    // freed, pages still committed
+    std::vector<char*> clean;    // freed and trimmed
+    char* carve_next = nullptr;  // next unused slot of the newest region
+    char* carve_end = nullptr;
+    std::size_t dirty_low = 0;  // fewest dirty stacks since the last trim
+    std::size_t hot_keep;       // surplus stacks the next trim keeps
+  };
+  std::size_t slot_size(unsigned cls) const noexcept {
+    return class_bytes_[cls] + (guard_ ? page_ : 0);
+  }
+  char* carve_locked(unsigned cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void map_region_locked(unsigned cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void trim_class(unsigned cls);
 
   const std::size_t page_;
-  const std::size_t stack_size_;  // usable bytes, a multiple of page_
-  const std::size_t slot_size_;   // stack_size_ + guard
+  std::uint64_t class_bytes_[kClasses];  // set once by the constructor, multiples of page_
   const bool guard_;
-  bool guard_by_mprotect_ = false;  // kernel lacks MADV_GUARD_INSTALL
+  bool guard_by_mprotect_ ABSL_GUARDED_BY(mu_) = false;  // kernel lacks MADV_GUARD_INSTALL
 
   mutable ThreadMutex mu_;
   std::vector<std::pair<char*, std::size_t>> regions_ ABSL_GUARDED_BY(mu_);
-  char* carve_next_ ABSL_GUARDED_BY(mu_) = nullptr;  // next unused slot
-  char* carve_end_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::vector<char*> dirty_ ABSL_GUARDED_BY(mu_);   // freed, pages still committed
-  std::vector<char*> clean_ ABSL_GUARDED_BY(mu_);   // freed and trimmed
-  std::size_t dirty_low_ ABSL_GUARDED_BY(mu_) = 0;  // fewest dirty stacks since the last trim
-  std::size_t hot_keep_ ABSL_GUARDED_BY(mu_);       // surplus stacks the next trim keeps
+  SizeClass classes_[kClasses] ABSL_GUARDED_BY(mu_);
   std::uint64_t reserved_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// A worker's private stack cache. Only its worker touches it.
+// A worker's private stack caches, one per class. Only its worker touches them.
 class StackCache {
  public:
   static constexpr std::size_t kMax = 64;
-  std::vector<char*> stacks;
+  std::vector<char*> stacks[StackPool::kClasses];
 };
 
 }  // namespace weft::detail

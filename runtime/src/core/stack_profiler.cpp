@@ -22,11 +22,11 @@ StackProfiler::StackProfiler(std::string path, std::size_t stack_size)
 
 StackProfiler::~StackProfiler() { write(); }
 
-std::size_t StackProfiler::high_water(char* stack, char** low) const noexcept {
-  *low = stack + stack_size_;
-  const std::size_t pages = stack_size_ / page_;
+std::size_t StackProfiler::high_water(char* stack, std::size_t size, char** low) const noexcept {
+  *low = stack + size;
+  const std::size_t pages = size / page_;
   std::vector<unsigned char> resident(pages);
-  if (mincore(stack, stack_size_, resident.data()) != 0) return 0;
+  if (mincore(stack, size, resident.data()) != 0) return 0;
   std::size_t lowest = pages;
   for (std::size_t i = 0; i < pages; ++i) {
     if (resident[i] & 1) {
@@ -37,23 +37,24 @@ std::size_t StackProfiler::high_water(char* stack, char** low) const noexcept {
   if (lowest == pages) return 0;
   // Lowest non-zero word at or above the deepest resident page.
   std::size_t off = lowest * page_;
-  for (; off < stack_size_; off += sizeof(std::uint64_t)) {
+  for (; off < size; off += sizeof(std::uint64_t)) {
     std::uint64_t word;
     std::memcpy(&word, stack + off, sizeof word);
     if (word != 0) break;
   }
   *low = stack + off;
-  return stack_size_ - off;
+  return size - off;
 }
 
-void StackProfiler::record(const std::string* name, char* stack, bool unwound) noexcept {
+void StackProfiler::record(const std::string* name, char* stack, std::size_t size,
+                           bool unwound) noexcept {
 #if defined(__SANITIZE_ADDRESS__)
   // The dead fiber's frames never returned, so their redzones are still poisoned; the scan and
   // the re-zeroing below touch them legitimately (the stack is ours until release()).
-  ASAN_UNPOISON_MEMORY_REGION(stack, stack_size_);
+  ASAN_UNPOISON_MEMORY_REGION(stack, size);
 #endif
   char* low = nullptr;
-  const std::size_t used = high_water(stack, &low);
+  const std::size_t used = high_water(stack, size, &low);
   std::memset(low, 0, used);  // the next fiber on this stack starts from zeros again
   const std::size_t bucket = (used + 63) / 64 * 64;
   try {
@@ -62,6 +63,7 @@ void StackProfiler::record(const std::string* name, char* stack, bool unwound) n
     ++p.count;
     if (unwound) ++p.unwound;
     if (used > p.max) p.max = used;
+    if (size > p.stack_size) p.stack_size = size;
     ++p.used[bucket];
   } catch (...) {
     // Out of memory while profiling: drop the sample rather than fail the fiber's exit.
@@ -103,9 +105,11 @@ void StackProfiler::write() const {
     std::fprintf(f, "%s\n    {\"name\": ", first ? "" : ",");
     first = false;
     write_json_string(f, name);
-    std::fprintf(f, ", \"count\": %llu, \"unwound\": %llu, \"max\": %zu, \"used\": {",
+    std::fprintf(f,
+                 ", \"count\": %llu, \"unwound\": %llu, \"max\": %zu, \"stack_size\": %zu, "
+                 "\"used\": {",
                  static_cast<unsigned long long>(p.count),
-                 static_cast<unsigned long long>(p.unwound), p.max);
+                 static_cast<unsigned long long>(p.unwound), p.max, p.stack_size);
     bool first_bucket = true;
     for (const auto& [bytes, n] : p.used) {
       std::fprintf(f, "%s\"%zu\": %llu", first_bucket ? "" : ", ", bytes,

@@ -37,23 +37,24 @@ class StackProfiler {
   StackProfiler(const StackProfiler&) = delete;
   StackProfiler& operator=(const StackProfiler&) = delete;
 
-  // A fiber that ran on `stack` has finished (any worker); the stack is not reused yet. Also
-  // zeroes what the fiber dirtied.
-  void record(const std::string* name, char* stack, bool unwound) noexcept;
+  // A fiber that ran on `stack` (`size` usable bytes) has finished (any worker); the stack is
+  // not reused yet. Also zeroes what the fiber dirtied.
+  void record(const std::string* name, char* stack, std::size_t size, bool unwound) noexcept;
 
  private:
   struct PerName {
     std::uint64_t count = 0;
     std::uint64_t unwound = 0;
     std::size_t max = 0;
+    std::size_t stack_size = 0;                 // the largest stack a fiber of this name ran on
     std::map<std::size_t, std::uint64_t> used;  // bytes rounded up to 64 -> fibers
   };
   // Bytes used below the top; the lowest dirty address in *low.
-  std::size_t high_water(char* stack, char** low) const noexcept;
+  std::size_t high_water(char* stack, std::size_t size, char** low) const noexcept;
   void write() const;
 
   const std::string path_;
-  const std::size_t stack_size_;
+  const std::size_t stack_size_;  // the default (Options::stack_size)
   const std::size_t page_;
   mutable ThreadMutex mu_;
   std::map<std::string, PerName> by_name_ ABSL_GUARDED_BY(mu_);

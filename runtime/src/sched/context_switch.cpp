@@ -70,7 +70,7 @@ inline void sanitizer_before_jump(Worker& w, Fiber* from, Fiber* to, bool from_e
   void** save = from_exits ? nullptr : (from ? &from->asan_fake_stack : &w.sched_fake_stack);
   if (to) {
     __sanitizer_start_switch_fiber(save, to->stack.load(std::memory_order_relaxed),
-                                   w.rt->stacks().stack_size());
+                                   w.rt->stacks().class_size(to->stack_class));
   } else {
     __sanitizer_start_switch_fiber(save, w.thread_stack_bottom, w.thread_stack_size);
   }
@@ -120,16 +120,16 @@ void fiber_trampoline(transfer_t t) {
 
 void prepare_first_run(Worker& w, Fiber* f) {
   StackPool& pool = w.rt->stacks();
-  char* stack = pool.acquire(w.stacks);
+  char* stack = pool.acquire(w.stacks, f->stack_class);
+  const std::size_t size = pool.class_size(f->stack_class);
 #if defined(__SANITIZE_ADDRESS__)
   // A fiber that exits never returns from its frames, so their scope poisoning stays in the
   // shadow memory; a reused stack must start clean.
-  ASAN_UNPOISON_MEMORY_REGION(stack, pool.stack_size());
+  ASAN_UNPOISON_MEMORY_REGION(stack, size);
 #endif
   f->stack.store(stack, std::memory_order_relaxed);
   w.stacks_in_use.fetch_add(1, std::memory_order_relaxed);
-  f->ctx.store(make_fcontext(stack + pool.stack_size(), pool.stack_size(), &fiber_trampoline),
-               std::memory_order_relaxed);
+  f->ctx.store(make_fcontext(stack + size, size, &fiber_trampoline), std::memory_order_relaxed);
 #if defined(__SANITIZE_THREAD__)
   f->tsan_fiber = __tsan_create_fiber(0);
 #endif
@@ -194,9 +194,10 @@ void after_switch(void* from_ctx) {
     case Pending::kExit: {
       Fiber* f = p.from;
       if (StackProfiler* prof = w.rt->profiler()) {
-        prof->record(f->name, f->stack.load(std::memory_order_relaxed), f->unwound);
+        prof->record(f->name, f->stack.load(std::memory_order_relaxed),
+                     w.rt->stacks().class_size(f->stack_class), f->unwound);
       }
-      w.rt->stacks().release(w.stacks, f->stack.load(std::memory_order_relaxed));
+      w.rt->stacks().release(w.stacks, f->stack.load(std::memory_order_relaxed), f->stack_class);
       w.stacks_in_use.fetch_sub(1, std::memory_order_relaxed);
       f->stack.store(nullptr, std::memory_order_relaxed);
 #if defined(__SANITIZE_THREAD__)

@@ -47,6 +47,15 @@ Fiber* fiber_create(const ClosureOps* ops, std::size_t closure_size, std::size_t
   return f;
 }
 
+void fiber_configure(Fiber* f, std::string_view name, std::size_t stack_size) {
+  Runtime& rt = runtime_or_throw("weft::go/weft::spawn");
+  if (stack_size == 0 && !name.empty()) stack_size = rt.stack_sizes().lookup(name);
+  if (stack_size != 0) {
+    f->stack_class = static_cast<std::uint8_t>(rt.stacks().class_for(stack_size));
+  }
+  if (!name.empty()) f->name = new std::string(name);
+}
+
 void fiber_start(Fiber* f, bool joinable) {
   Runtime& rt = runtime_or_throw("weft::go/weft::spawn");
   if (joinable) f->refs.store(2, std::memory_order_relaxed);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace weft::detail {
@@ -24,26 +25,38 @@ unsigned env_unsigned(const char* name, unsigned fallback) {
 std::size_t env_size(const char* name, std::size_t fallback) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v, &end, 10);
-  if (*end == 'k' || *end == 'K') {
-    n <<= 10;
-    ++end;
-  } else if (*end == 'm' || *end == 'M') {
-    n <<= 20;
-    ++end;
-  }
-  if (*end == 'i' || *end == 'B' || *end == 'b') ++end;
-  if (*end == 'B') ++end;
-  if (*end != '\0' || n < 4096 || n > (1ull << 30)) {
+  std::size_t n = 0;
+  if (!parse_stack_size(v, &n)) {
     throw std::invalid_argument(
         std::string("weft: $") + name + "=\"" + v +
         "\" is not a stack size between 4K and 1G (examples: 65536, 128K, 1M)");
   }
-  return static_cast<std::size_t>(n);
+  return n;
 }
 
 }  // namespace
+
+bool parse_stack_size(std::string_view text, std::size_t* out) noexcept {
+  unsigned long long n = 0;
+  std::size_t i = 0;
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    if (n > (1ull << 40)) return false;
+    n = n * 10 + static_cast<unsigned>(text[i] - '0');
+  }
+  if (i == 0) return false;
+  std::string_view unit = text.substr(i);
+  if (!unit.empty() && (unit[0] == 'k' || unit[0] == 'K')) {
+    n <<= 10;
+    unit.remove_prefix(1);
+  } else if (!unit.empty() && (unit[0] == 'm' || unit[0] == 'M')) {
+    n <<= 20;
+    unit.remove_prefix(1);
+  }
+  if (unit == "i" || unit == "iB" || unit == "B" || unit == "b") unit = {};
+  if (!unit.empty() || n < 4096 || n > (1ull << 30)) return false;
+  *out = static_cast<std::size_t>(n);
+  return true;
+}
 
 Options resolve_options(const Options& in) {
   Options o = in;
@@ -59,6 +72,9 @@ Options resolve_options(const Options& in) {
 #endif
   if (o.stack_profile.empty()) {
     if (const char* path = std::getenv("WEFT_STACK_PROFILE")) o.stack_profile = path;
+  }
+  if (o.stack_sizes.empty()) {
+    if (const char* path = std::getenv("WEFT_STACK_SIZES")) o.stack_sizes = path;
   }
   return o;
 }

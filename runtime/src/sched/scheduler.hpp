@@ -44,6 +44,7 @@
 
 #include "core/fiber.hpp"
 #include "core/thread_mutex.hpp"
+#include "sched/stack_sizes.hpp"
 #include "sched/tuning.hpp"
 #include "sched/worker.hpp"
 #include "weft/detail/poller.hpp"
@@ -76,6 +77,7 @@ class Runtime {
   BlockingPool& blocking() noexcept { return *blocking_; }
   Poller& poller() noexcept { return *poller_; }
   StackProfiler* profiler() noexcept { return profiler_.get(); }  // null unless profiling
+  const StackSizeTable& stack_sizes() const noexcept { return stack_sizes_; }
 
   // The one wake path: every wake of a parked fiber -- Waker::wake (channels, sync, timers,
   // close, deadlines), the poller's batch, a called-off park -- ends here. Claims `f` with the
@@ -170,6 +172,7 @@ class Runtime {
   std::unique_ptr<Poller> poller_;
   std::unique_ptr<Monitor> monitor_;
   std::unique_ptr<StackProfiler> profiler_;  // destroyed (profile written) with the runtime
+  StackSizeTable stack_sizes_;               // by fiber name (Options::stack_sizes); immutable
 
   boost::lockfree::queue<Fiber*> gq_{1024};
   std::atomic<std::int64_t> gq_size_{0};

@@ -6,6 +6,7 @@
 
 #include "core/fiber.hpp"
 #include "core/registry.hpp"
+#include "core/stack_pool.hpp"
 
 namespace weft::detail {
 
@@ -20,8 +21,8 @@ struct RegistryDebugLayout {
 
 namespace {
 
-static_assert(sizeof(FiberState) == 1 && sizeof(WaitReason) == 1,
-              "weft_gdb.py reads FiberState and WaitReason as one byte");
+static_assert(sizeof(FiberState) == 1 && sizeof(WaitReason) == 1 && sizeof(Fiber::stack_class) == 1,
+              "weft_gdb.py reads FiberState, WaitReason and the stack class as one byte");
 static_assert(sizeof(std::atomic<fcontext_t>) == sizeof(void*) &&
                   sizeof(std::atomic<char*>) == sizeof(void*) &&
                   sizeof(std::atomic<std::int64_t>) == 8,
@@ -46,11 +47,12 @@ std::mutex g_attach_mu;
 
 }  // namespace
 
-void debug_info_attach(Registry* registry, std::uint64_t stack_size,
+void debug_info_attach(Registry* registry, const std::uint64_t* stack_class_sizes,
                        const std::atomic<std::int64_t>* coarse_now) noexcept {
   std::lock_guard lock(g_attach_mu);
   if (weft_debug_info.registry) return;
-  weft_debug_info.stack_size = stack_size;
+  weft_debug_info.stack_size = stack_class_sizes[0];
+  weft_debug_info.stack_class_sizes = stack_class_sizes;
   weft_debug_info.coarse_now = coarse_now;
   weft_debug_info.registry = registry;
 }
@@ -60,6 +62,7 @@ void debug_info_detach(Registry* registry) noexcept {
   if (weft_debug_info.registry != registry) return;
   weft_debug_info.registry = nullptr;
   weft_debug_info.stack_size = 0;
+  weft_debug_info.stack_class_sizes = nullptr;
   weft_debug_info.coarse_now = nullptr;
 }
 
@@ -92,6 +95,9 @@ __attribute__((used, visibility("default"))) weft_debug_info_t weft_debug_info =
     weft::detail::kWaitReasonNames.names,
     nullptr,
     0,
+    nullptr,
+    offsetof(Fiber, stack_class),
+    weft::detail::StackPool::kClasses,
     nullptr,
 };
 }

@@ -44,6 +44,12 @@ struct weft_debug_info_t {
   void* volatile registry;            // weft::detail::Registry*, null: no runtime
   volatile std::uint64_t stack_size;  // usable bytes per fiber stack
   const std::atomic<std::int64_t>* volatile coarse_now;  // monitor's clock (ns), ~10 ms steps
+
+  // Version 2: stacks of several sizes. A fiber's usable stack bytes are
+  // stack_class_sizes[fiber's std::uint8_t at fiber_stack_class] (stack_size is class 0's).
+  std::uint64_t fiber_stack_class;
+  std::uint64_t stack_class_count;
+  const std::uint64_t* volatile stack_class_sizes;  // set with registry, null when detached
 };
 
 // Defined in debug_info.cpp; exported so that gdb finds it in stripped-of-DWARF binaries.
@@ -55,11 +61,11 @@ namespace weft::detail {
 class Registry;
 
 inline constexpr std::uint32_t kDebugInfoMagic = 0x74666577;  // "weft" in little-endian bytes
-inline constexpr std::uint32_t kDebugInfoVersion = 1;
+inline constexpr std::uint32_t kDebugInfoVersion = 2;
 
 // Publishes this runtime in weft_debug_info unless another one is published already (a second
 // Runtime constructed while one runs is refused by run() and must not hide the running one).
-void debug_info_attach(Registry* registry, std::uint64_t stack_size,
+void debug_info_attach(Registry* registry, const std::uint64_t* stack_class_sizes,
                        const std::atomic<std::int64_t>* coarse_now) noexcept;
 // Withdraws it if it is the published one.
 void debug_info_detach(Registry* registry) noexcept;

@@ -73,13 +73,13 @@ void Monitor::loop() {
     if (g_dump_requested.exchange(false, std::memory_order_relaxed)) {
       std::fprintf(stderr, "weft: SIGQUIT: fiber dump\n");
       std::fflush(stderr);
-      rt_.registry().dump(std::cerr, rt_.stacks().stack_size(), now);
+      rt_.registry().dump(std::cerr, rt_.stacks().class_sizes(), now);
       std::cerr.flush();
     }
     if (rt_.options().detect_deadlock && check_deadlock()) {
       std::fprintf(stderr, "weft: all fibers are asleep - deadlock!\n\n");
       std::fflush(stderr);
-      rt_.registry().dump(std::cerr, rt_.stacks().stack_size(), now);
+      rt_.registry().dump(std::cerr, rt_.stacks().class_sizes(), now);
       std::cerr.flush();
       std::abort();
     }

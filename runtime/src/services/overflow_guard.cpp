@@ -51,8 +51,14 @@ void on_segv(int sig, siginfo_t* info, void* uctx) {
       append(p, end, " \"");
       if (f->name) append(p, end, f->name->c_str());
       append(p, end, "\" overflowed its ");
-      append_u64(p, end, g_rt->stacks().stack_size() / 1024);
-      append(p, end, " KiB stack; raise Options::stack_size or WEFT_STACK_SIZE\n");
+      append_u64(p, end, g_rt->stacks().class_size(f->stack_class) / 1024);
+      if (f->stack_class == 0) {
+        append(p, end, " KiB stack; raise Options::stack_size or WEFT_STACK_SIZE\n");
+      } else {
+        append(p, end,
+               " KiB stack (its own size, from FiberOptions::stack_size or the stack-size table "
+               "for its name); raise that size\n");
+      }
       if (write(STDERR_FILENO, buf, static_cast<std::size_t>(p - buf)) < 0) {
       }
       signal(SIGABRT, SIG_DFL);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "weft/cancel.hpp"
 
@@ -29,6 +30,10 @@ Fiber* fiber_create(const ClosureOps* ops, std::size_t closure_size, std::size_t
                     void** storage);
 // Frees a fiber from fiber_create() that was never started (its closure failed to construct).
 void fiber_abandon(Fiber* f) noexcept;
+// FiberOptions for a created fiber, before its closure is built: its name and stack size class
+// (an explicit size, else the stack-size table's size for the name, else the default). Throws
+// std::invalid_argument for a size above the largest class.
+void fiber_configure(Fiber* f, std::string_view name, std::size_t stack_size);
 // Makes a created fiber runnable. With `joinable`, the caller keeps a reference for join().
 void fiber_start(Fiber* f, bool joinable);
 // Parks until `f` has finished (any caller: fiber or plain thread). Returns false if it was
