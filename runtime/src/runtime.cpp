@@ -124,7 +124,12 @@ void Runtime::worker_loop(Worker& w) {
   w.tsan_sched_fiber = __tsan_get_current_fiber();
 #endif
   install_overflow_altstack(w);
-  while (Fiber* f = find_runnable(w)) resume_from_scheduler(w, f);
+  while (Fiber* f = find_runnable(w)) {
+    // A worker counted in nspinning_ makes wake_idle_worker() skip waking others, so it must
+    // not stay counted while it runs fibers.
+    WEFT_ASSERT(!w.spinning, "a worker runs a fiber while counted as spinning");
+    resume_from_scheduler(w, f);
+  }
   remove_overflow_altstack(w);
   tls_worker = nullptr;
 }

@@ -178,6 +178,10 @@ Fiber* Runtime::find_runnable(Worker& w) {
   for (;;) {
     if (stopping()) break;
     if (Fiber* f = pick_next(w)) {
+      // A waker may have counted us as spinning (poll_or_sleep); found work ends that, and the
+      // last spinner to find work lets another worker look (Go's resetspinning). Left counted,
+      // nspinning_ stayed up while we ran, and wake_idle_worker() woke nobody for new work.
+      stop_spinning(w);
       w.idle.store(false, std::memory_order_relaxed);
       return f;
     }
