@@ -2,9 +2,17 @@
 // watchdog reports a fiber that holds its worker past Options::watchdog_threshold exactly once on
 // stderr and counts it in Stats::watchdog_reports, and with two or more workers the fibers queued
 // behind the hog still run meanwhile; a timer due while every worker is idle wakes the runtime on
-// time (no lost timer wake-up in the idle path), also many times in a row.
+// time (no lost timer wake-up in the idle path), also many times in a row. SIGQUIT prints a fiber
+// dump also when the process inherited SIGQUIT ignored, and leaves a program's own handler alone.
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -158,6 +166,74 @@ TEST_P(MonitorTest, EarlierTimerArmedWhileIdleIsNotDelayedByALaterOne) {
   EXPECT_GE(ms, 5.0);
   // The bug waits for the 10 s deadline; a loaded sanitizer run may be late by far less.
   EXPECT_LT(ms, 5000.0);
+}
+
+// SIGQUIT prints a fiber dump and the process goes on, also when the process started with SIGQUIT
+// ignored (a server started in the background by a shell script, `prog &`); the disposition it
+// had comes back when run() returns. A handler the program installed itself is left alone.
+bool g_own_handler_ran = false;
+void own_sigquit_handler(int) { g_own_handler_ran = true; }
+
+// stderr into a temp file while `body` runs (returns what was written there).
+template <class Body>
+std::string with_stderr_in_file(Body body) {
+  char path[] = "/tmp/weft_sigquit_XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  std::fflush(stderr);
+  const int saved = dup(2);
+  dup2(fd, 2);
+  body(std::string(path));
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  unlink(path);
+  return ss.str();
+}
+
+bool file_contains(const std::string& path, const std::string& needle) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str().find(needle) != std::string::npos;
+}
+
+TEST(MonitorSignals, SigquitDumpsFibersWhetherItWasDefaultOrInheritedAsIgnored) {
+  for (const auto inherited : {SIG_DFL, SIG_IGN}) {
+    ASSERT_NE(signal(SIGQUIT, inherited), SIG_ERR);
+    bool dumped = false;
+    const std::string err = with_stderr_in_file([&](const std::string& path) {
+      dumped = weft::run(
+          [&] {
+            weft::this_fiber::set_name("asks-for-a-dump");
+            raise(SIGQUIT);
+            return eventually([&] { return file_contains(path, "\"asks-for-a-dump\""); });
+          },
+          weft::Options{.workers = 2});
+    });
+    EXPECT_TRUE(dumped) << (inherited == SIG_IGN ? "inherited SIG_IGN" : "SIG_DFL") << ": " << err;
+    struct sigaction now {};
+    ASSERT_EQ(sigaction(SIGQUIT, nullptr, &now), 0);
+    EXPECT_EQ(now.sa_handler, inherited) << "run() gives back the disposition it found";
+  }
+  signal(SIGQUIT, SIG_DFL);
+}
+
+TEST(MonitorSignals, AProgramsOwnSigquitHandlerIsLeftAlone) {
+  ASSERT_NE(signal(SIGQUIT, &own_sigquit_handler), SIG_ERR);
+  g_own_handler_ran = false;
+  const std::string err = with_stderr_in_file(
+      [&](const std::string&) { weft::run([] { raise(SIGQUIT); }, weft::Options{.workers = 1}); });
+  EXPECT_TRUE(g_own_handler_ran);
+  EXPECT_EQ(err.find("fibers"), std::string::npos) << err;
+  struct sigaction now {};
+  ASSERT_EQ(sigaction(SIGQUIT, nullptr, &now), 0);
+  EXPECT_EQ(now.sa_handler, &own_sigquit_handler);
+  signal(SIGQUIT, SIG_DFL);
 }
 
 }  // namespace

@@ -35,10 +35,9 @@
 #include <vector>
 #include <weft/weft.hpp>
 
+#include "child_server.hpp"
 #include "net_test_util.hpp"
 #include "test_util.hpp"
-
-extern char** environ;
 
 namespace {
 
@@ -53,131 +52,6 @@ constexpr long kRssSlack = 4L << 20;
 // fiber context), so a TSan server's RSS grows with the fibers it ran whatever weft does: there
 // the fds are checked, not the RSS.
 constexpr bool kCheckRss = !kTsan;
-
-// An example server (examples/echo_server unless told otherwise) as a child process with a pipe
-// on its stdout; killed on destruction.
-class EchoServer {
- public:
-  explicit EchoServer(std::string bin = WEFT_ECHO_SERVER) : bin_(std::move(bin)) {}
-  ~EchoServer() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      int st;
-      waitpid(pid_, &st, 0);
-    }
-    if (out_ >= 0) close(out_);
-  }
-
-  // Returns "" once it listens (address in addr()), else what went wrong.
-  std::string start(std::string extra_flag = "--drain_grace=1s") {
-    int p[2];
-    if (pipe2(p, O_CLOEXEC) != 0) return "pipe2 failed";
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-    std::string bin = bin_, listen = "--listen=127.0.0.1:0", workers = "--workers=1";
-    char* argv[] = {bin.data(), listen.data(), workers.data(), extra_flag.data(), nullptr};
-    // Under ASan freed blocks sit in a quarantine (256 MiB by default) instead of being reused,
-    // which would count as growth: the server runs without one.
-    std::vector<std::string> env_strings;
-    std::string asan = "ASAN_OPTIONS=quarantine_size_mb=0";
-    for (char** e = environ; *e; ++e) {
-      if (std::string_view(*e).starts_with("ASAN_OPTIONS=")) {
-        asan = std::string(*e) + ":quarantine_size_mb=0";
-      } else {
-        env_strings.emplace_back(*e);
-      }
-    }
-    env_strings.push_back(asan);
-    std::vector<char*> envp;
-    for (auto& e : env_strings) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv, envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    close(p[1]);
-    out_ = p[0];
-    if (rc != 0) {
-      pid_ = -1;
-      return "posix_spawn " + bin + " failed: " + std::strerror(rc);
-    }
-    std::string got;
-    while (got.find('\n') == std::string::npos) {
-      pollfd pf{out_, POLLIN, 0};
-      if (poll(&pf, 1, kSanitized ? 60000 : 20000) <= 0) break;
-      char buf[256];
-      const ssize_t r = read(out_, buf, sizeof buf);
-      if (r <= 0) break;
-      got.append(buf, static_cast<std::size_t>(r));
-    }
-    const std::string prefix = "listening on ";
-    if (got.rfind(prefix, 0) != 0 || got.find('\n') == std::string::npos) {
-      return bin_ + " did not report its address: '" + got + "'";
-    }
-    addr_ = got.substr(prefix.size(), got.find('\n') - prefix.size());
-    return "";
-  }
-
-  const std::string& addr() const { return addr_; }
-
-  // SIGTERM, then everything it prints until it exits; *status gets its exit code (-1: killed
-  // after a generous bound).
-  std::string terminate(int* status) {
-    kill(pid_, SIGTERM);
-    std::string out;
-    for (;;) {
-      pollfd pf{out_, POLLIN, 0};
-      if (poll(&pf, 1, kSanitized ? 60000 : 20000) <= 0) break;
-      char buf[512];
-      const ssize_t r = read(out_, buf, sizeof buf);
-      if (r <= 0) break;
-      out.append(buf, static_cast<std::size_t>(r));
-    }
-    int st = 0;
-    pid_t done = 0;
-    for (int i = 0; i < (kSanitized ? 6000 : 2000) && done == 0; ++i) {
-      done = waitpid(pid_, &st, WNOHANG);  // its stdout closes a moment before it is reaped
-      if (done == 0) usleep(10000);
-    }
-    if (done == 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &st, 0);
-      *status = -1;
-    } else {
-      *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    }
-    pid_ = -1;
-    return out;
-  }
-
-  long open_fds() const {
-    long n = 0;
-    std::error_code ec;
-    for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(pid_) + "/fd", ec);
-         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-      ++n;
-    }
-    return ec ? -1 : n;
-  }
-
-  long rss_bytes() const {
-    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
-    std::string key;
-    long kib = -1;
-    while (in >> key) {
-      if (key == "VmRSS:") {
-        in >> kib;
-        break;
-      }
-    }
-    return kib < 0 ? -1 : kib * 1024;
-  }
-
- private:
-  std::string bin_;
-  pid_t pid_ = -1;
-  int out_ = -1;
-  std::string addr_;
-};
 
 // From the main fiber: body(i) for every i in [0, total), on kConcurrency fibers. A body that
 // throws counts as a failure. Returns "N failed, the first: ...", or "" if none failed.
@@ -220,7 +94,7 @@ std::string short_connections(const std::string& addr, int total) {
   });
 }
 
-void check_no_leak(const EchoServer& server) {
+void check_no_leak(const ChildServer& server) {
   ASSERT_EQ(short_connections(server.addr(), kWarmup), "");
   // The server closes its side when it reads our half-close; wait until the fd count settles.
   long base_fds = -1;
@@ -249,7 +123,7 @@ void check_no_leak(const EchoServer& server) {
 }
 
 TEST(NetLeak, FiftyThousandShortConnectionsLeaveNoFdAndNoMemoryBehind) {
-  EchoServer server;
+  ChildServer server(WEFT_ECHO_SERVER);
   const std::string err = server.start();
   ASSERT_EQ(err, "");
   weft::run([&] { check_no_leak(server); }, with_workers(1));
@@ -278,7 +152,7 @@ void check_rss_returns(const std::string& bin, long slack) {
   if (rl.rlim_cur < kBurst + 1000) {
     GTEST_SKIP() << "needs " << kBurst + 1000 << " fds, RLIMIT_NOFILE is " << rl.rlim_cur;
   }
-  EchoServer server(bin);
+  ChildServer server(bin);
   ASSERT_EQ(server.start(), "");
   weft::run([&] {
     weft::this_fiber::sleep_for(std::chrono::milliseconds(200));  // past its start-up
@@ -316,14 +190,14 @@ TEST(NetLeak, ChatServerRssReturnsAfterABurstOfIdleConnections) {
 
 TEST(NetDrain, EchoServerDrainsOnSigterm) {
   {
-    EchoServer quiet;
+    ChildServer quiet(WEFT_ECHO_SERVER);
     ASSERT_EQ(quiet.start("--drain_grace=10s"), "");
     int status = 0;
     const std::string out = quiet.terminate(&status);
     EXPECT_EQ(status, 0) << out;
     EXPECT_NE(out.find("drained: OK"), std::string::npos) << out;
   }
-  EchoServer server;
+  ChildServer server(WEFT_ECHO_SERVER);
   ASSERT_EQ(server.start("--drain_grace=50ms"), "");
   weft::run([&] {
     std::vector<net::TcpStream> idle;

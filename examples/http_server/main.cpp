@@ -4,7 +4,7 @@
 //
 //   http_server --listen=127.0.0.1:8080 [--workers=N] [--drain_grace=1s]
 //
-//   GET /        -> "Hello, World!"
+//   GET /        -> "Hello, World!"   (HEAD: the same headers, no body)
 //   GET /stats   -> weft::stats() as JSON
 //   other paths  -> 404
 // Malformed requests get "400 Bad Request" and the connection is closed; a request head larger
@@ -42,13 +42,16 @@ struct Conn {
   bool close_after = false;
 };
 
+// A response to HEAD carries the headers a GET would, Content-Length included, and no body
+// (RFC 9110 9.3.2): a body there would be read as the start of the next response on a
+// keep-alive connection.
 std::string response(int code, const char* reason, std::string_view content_type,
-                     std::string_view body, bool keep_alive) {
+                     std::string_view body, bool keep_alive, bool head = false) {
   return absl::StrCat("HTTP/1.1 ", code, " ", reason, "\r\nServer: weft\r\nContent-Type: ",
                       absl::string_view(content_type.data(), content_type.size()),
                       "\r\nContent-Length: ", body.size(),
                       keep_alive ? "\r\n\r\n" : "\r\nConnection: close\r\n\r\n",
-                      absl::string_view(body.data(), body.size()));
+                      head ? absl::string_view() : absl::string_view(body.data(), body.size()));
 }
 
 std::string stats_json() {
@@ -70,14 +73,15 @@ int on_message_complete(http_parser* p) {
   auto* c = static_cast<Conn*>(p->data);
   const bool keep_alive = http_should_keep_alive(p) != 0;
   const std::string_view path = std::string_view(c->url).substr(0, c->url.find('?'));
-  if (p->method != HTTP_GET && p->method != HTTP_HEAD) {
+  const bool head = p->method == HTTP_HEAD;
+  if (p->method != HTTP_GET && !head) {
     c->out += response(405, "Method Not Allowed", "text/plain", "method not allowed\n", keep_alive);
   } else if (path == "/") {
-    c->out += response(200, "OK", "text/plain", "Hello, World!", keep_alive);
+    c->out += response(200, "OK", "text/plain", "Hello, World!", keep_alive, head);
   } else if (path == "/stats") {
-    c->out += response(200, "OK", "application/json", stats_json(), keep_alive);
+    c->out += response(200, "OK", "application/json", stats_json(), keep_alive, head);
   } else {
-    c->out += response(404, "Not Found", "text/plain", "not found\n", keep_alive);
+    c->out += response(404, "Not Found", "text/plain", "not found\n", keep_alive, head);
   }
   c->url.clear();
   if (!keep_alive) {

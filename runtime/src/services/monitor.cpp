@@ -32,8 +32,11 @@ Monitor::Monitor(Runtime& rt)
       heap_return_(
           std::chrono::duration_cast<std::chrono::nanoseconds>(rt.options().heap_return_interval)
               .count()) {
-  struct sigaction old {};
-  if (sigaction(SIGQUIT, nullptr, &old) == 0 && old.sa_handler == SIG_DFL) {
+  // Installed over the default action and over an inherited "ignore" (a server started in the
+  // background by a shell, `prog &`, starts with SIGQUIT ignored: Go installs its handler then
+  // too); a handler the program installed itself is left alone.
+  if (sigaction(SIGQUIT, nullptr, &sigquit_old_) == 0 && !(sigquit_old_.sa_flags & SA_SIGINFO) &&
+      (sigquit_old_.sa_handler == SIG_DFL || sigquit_old_.sa_handler == SIG_IGN)) {
     struct sigaction sa {};
     sa.sa_handler = &on_sigquit;
     sigemptyset(&sa.sa_mask);
@@ -54,7 +57,7 @@ Monitor::~Monitor() {
   }
   cv_.notify_all();
   thread_.join();
-  if (sigquit_installed_) signal(SIGQUIT, SIG_DFL);
+  if (sigquit_installed_) sigaction(SIGQUIT, &sigquit_old_, nullptr);  // as it was before run()
 }
 
 void Monitor::loop() {

@@ -7,9 +7,12 @@
 //    consecutive checks with no switch between them; then prints the dump and aborts,
 //  - trims the shared stack pool so RSS follows the live fibers, and returns the C allocator's
 //    free pages after a burst (HeapReturn),
-//  - prints a fiber dump on SIGQUIT (installed only if SIGQUIT has its default action).
+//  - prints a fiber dump on SIGQUIT (installed over the default action or an inherited "ignore",
+//    never over the program's own handler; the old disposition comes back when run() ends).
 // It never runs fibers and never touches run queues; it reads per-worker counters (relaxed).
 #pragma once
+
+#include <signal.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -45,7 +48,8 @@ class Monitor {
   std::uint64_t quiet_switches_ = ~0ull;
   int quiet_checks_ = 0;
   bool sigquit_installed_ = false;
-  HeapReturn heap_return_;  // the monitor thread's alone
+  struct sigaction sigquit_old_ {};  // restored by the destructor when we installed ours
+  HeapReturn heap_return_;           // the monitor thread's alone
   std::thread thread_;
 };
 
