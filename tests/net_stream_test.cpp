@@ -6,7 +6,8 @@
 // - a slow reader parking a 64 MiB writer, full duplex on one stream, I/O progress while every
 //   worker is busy, fd reuse under load (every reply stays with its request);
 // - addresses, names, accessors: dialing localhost by name, malformed and unresolvable addresses,
-//   TCP_NODELAY and consistent local/peer addresses, dialing from a local address.
+//   TCP_NODELAY and consistent local/peer addresses, dialing from a local address; TCP
+//   keep-alive on by default (Go's 15 s) and configurable.
 // Tests marked `// Regression:` pin bugs these tests found and netpoll fixed.
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -527,6 +528,62 @@ TEST_P(NetTest, StreamsHaveNodelayAndConsistentAddresses) {
         EXPECT_EQ(s.local_addr(), l.local_addr());
         EXPECT_EQ(s.peer_addr(), c.local_addr());
         EXPECT_EQ(c.local_addr().rfind("127.0.0.1:", 0), 0u);
+      },
+      opts());
+}
+
+// Keep-alive (issue: a reader whose peer vanished waited forever): on by default for dialled and
+// accepted connections with Go's 15 s idle time and probe interval; ListenOptions/DialOptions
+// change it (rounded up to whole seconds) or turn it off.
+struct KeepAlive {
+  int on = -1, idle = -1, intvl = -1;
+};
+KeepAlive keep_alive_of(int fd) {
+  KeepAlive k;
+  socklen_t len = sizeof(int);
+  EXPECT_EQ(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &k.on, &len), 0);
+  len = sizeof(int);
+  EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &k.idle, &len), 0);
+  len = sizeof(int);
+  EXPECT_EQ(getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &k.intvl, &len), 0);
+  return k;
+}
+
+TEST_P(NetTest, KeepAliveIsOnByDefaultWithGosPeriodAndConfigurable) {
+  weft::run(
+      [] {
+        net::TcpListener l = must(net::listen_tcp("127.0.0.1:0"), "listen");
+        l.set_deadline(in(kIoBound));
+        net::TcpStream c = must(net::dial_tcp(l.local_addr(), kIoBound), "dial");
+        net::TcpStream s = must(l.accept(), "accept");
+        for (const net::TcpStream* t : {&c, &s}) {
+          const KeepAlive k = keep_alive_of(t->fd());
+          EXPECT_EQ(k.on, 1) << "fd " << t->fd();
+          EXPECT_EQ(k.idle, 15);
+          EXPECT_EQ(k.intvl, 15);
+        }
+        // Configured: 2.5 s rounds up to 3 s; zero turns it off.
+        net::ListenOptions lo;
+        lo.keep_alive = std::chrono::milliseconds(2500);
+        net::TcpListener l2 = must(net::listen_tcp("127.0.0.1:0", lo), "listen 2.5s");
+        l2.set_deadline(in(kIoBound));
+        net::DialOptions off;
+        off.timeout = kIoBound;
+        off.keep_alive = std::chrono::seconds(0);
+        net::TcpStream c2 = must(net::dial_tcp(l2.local_addr(), off), "dial off");
+        net::TcpStream s2 = must(l2.accept(), "accept 2.5s");
+        EXPECT_EQ(keep_alive_of(c2.fd()).on, 0);
+        const KeepAlive k2 = keep_alive_of(s2.fd());
+        EXPECT_EQ(k2.on, 1);
+        EXPECT_EQ(k2.idle, 3);
+        EXPECT_EQ(k2.intvl, 3);
+        net::ListenOptions lo_off;
+        lo_off.keep_alive = std::chrono::seconds(-1);
+        net::TcpListener l3 = must(net::listen_tcp("127.0.0.1:0", lo_off), "listen off");
+        l3.set_deadline(in(kIoBound));
+        net::TcpStream c3 = must(net::dial_tcp(l3.local_addr(), kIoBound), "dial 3");
+        net::TcpStream s3 = must(l3.accept(), "accept off");
+        EXPECT_EQ(keep_alive_of(s3.fd()).on, 0);
       },
       opts());
 }

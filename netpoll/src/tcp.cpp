@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -39,6 +41,21 @@ absl::StatusOr<PollDesc*> register_fd(int fd, const char* what) {
     return detail::errno_error(err, std::string(what) + ": registering with the netpoller", fd);
   }
   return pd;
+}
+
+// SO_KEEPALIVE with TCP_KEEPIDLE = TCP_KEEPINTVL = `period` (whole seconds, at least 1), or
+// keep-alive off for a period <= 0. errno on failure.
+int set_keep_alive(int fd, std::chrono::nanoseconds period) {
+  const int on = period > std::chrono::nanoseconds::zero() ? 1 : 0;
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0) return errno;
+  if (!on) return 0;
+  const auto secs = std::chrono::ceil<std::chrono::seconds>(period).count();
+  const int s = static_cast<int>(std::clamp<std::int64_t>(secs, 1, 32767));  // the kernel's max
+  if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &s, sizeof s) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &s, sizeof s) != 0) {
+    return errno;
+  }
+  return 0;
 }
 
 void set_nodelay(int fd) {
@@ -224,6 +241,10 @@ absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, const ListenOption
     ::close(fd);
     return detail::errno_error(err, "listen_tcp: setsockopt(SO_REUSEPORT)", fd, addr);
   }
+  if (const int err = set_keep_alive(fd, options.keep_alive); err != 0) {
+    ::close(fd);
+    return detail::errno_error(err, "listen_tcp: setsockopt(keep-alive)", fd, addr);
+  }
   if (::bind(fd, a.get(), a.len) != 0 || ::listen(fd, options.backlog) != 0) {
     const int err = errno;
     ::close(fd);
@@ -272,6 +293,10 @@ absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, const DialOptions& opt
         ::close(fd);
         return detail::errno_error(err, "dial_tcp: bind", fd, options.local_addr);
       }
+    }
+    if (const int err = set_keep_alive(fd, options.keep_alive); err != 0) {
+      ::close(fd);
+      return detail::errno_error(err, "dial_tcp: setsockopt(keep-alive)", fd, text);
     }
     absl::StatusOr<PollDesc*> pd = register_fd(fd, "dial_tcp");
     if (!pd.ok()) return pd.status();

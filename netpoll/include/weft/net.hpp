@@ -177,9 +177,19 @@ class UdpSocket : public Socket {
 
 absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, int backlog = 4096);
 
+// TCP keep-alive, on by default for accepted and dialled connections as in Go (15 s since Go
+// 1.13): after this long without traffic the kernel probes the peer, again every this long, and
+// a peer that misses 9 probes in a row (the kernel's count) ends the connection, so a read
+// blocked on a peer that vanished (power loss, a dropped NAT entry) fails instead of parking its
+// fiber forever. Rounded up to whole seconds. Zero or negative: keep-alive off.
+inline constexpr std::chrono::seconds kDefaultKeepAlive{15};
+
 // listen_tcp with more control (an addition to the core API).
 struct ListenOptions {
   int backlog = 4096;
+  // Keep-alive of the connections accepted from this listener (set on the listening socket,
+  // whose options Linux copies to every accepted one: no extra system call per accept).
+  std::chrono::nanoseconds keep_alive = kDefaultKeepAlive;
   // SO_REUSEPORT: several listeners -- in this process or in others of the same user -- bind
   // the same address, and the kernel spreads incoming connections over them by a hash of the
   // peer's address. How a service grows past one process's fd limit, or runs one accept queue
@@ -196,7 +206,8 @@ absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, std::chrono::nanosecon
 // dial_tcp with more control (an addition to the core API, for load generators and
 // multi-homed clients).
 struct DialOptions {
-  std::chrono::nanoseconds timeout{};  // 0: none
+  std::chrono::nanoseconds timeout{};                       // 0: none
+  std::chrono::nanoseconds keep_alive = kDefaultKeepAlive;  // see kDefaultKeepAlive
   // Bounds the dial (connect; name resolution stops being waited for): kCancelled or
   // kDeadlineExceeded when it is done first. Go's DialContext; the stream is not bound to it.
   Context context{};
