@@ -7,7 +7,8 @@
 //   worker is busy, fd reuse under load (every reply stays with its request);
 // - addresses, names, accessors: dialing localhost by name, malformed and unresolvable addresses,
 //   TCP_NODELAY and consistent local/peer addresses, dialing from a local address; TCP
-//   keep-alive on by default (Go's 15 s) and configurable.
+//   keep-alive on by default (Go's 15 s) and configurable; gather writes (writev_all) and
+//   send_file.
 // Tests marked `// Regression:` pin bugs these tests found and netpoll fixed.
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -586,6 +587,88 @@ TEST_P(NetTest, KeepAliveIsOnByDefaultWithGosPeriodAndConfigurable) {
         EXPECT_EQ(keep_alive_of(s3.fd()).on, 0);
       },
       opts());
+}
+
+// writev_all: every part in order, also when parts exceed the socket buffer (partial writes
+// resume mid-part), with empty parts, and with more parts than one writev takes (IOV_MAX).
+TEST_P(NetTest, WritevAllSendsEveryPartInOrderAcrossPartialWrites) {
+  weft::run(
+      [] {
+        TcpPair p = tcp_pair();
+        const std::string a = pattern(1, 1 << 20), b = pattern(2, 3 << 20);
+        std::vector<std::string> small;
+        for (int i = 0; i < 3000; ++i) small.push_back(std::to_string(i) + ",");
+        std::vector<std::string_view> parts{a, "", b, "tail"};
+        for (const std::string& s : small) parts.push_back(s);
+        std::string want;
+        for (std::string_view v : parts) want += v;
+        weft::Task<absl::StatusOr<std::string>> reader =
+            weft::spawn([&] { return read_to_eof(p.server); });
+        ASSERT_TRUE(p.client.writev_all(parts).ok());
+        ASSERT_TRUE(p.client.writev_all({"x", "", "yz"}).ok());
+        ASSERT_TRUE(p.client.writev_all(std::span<const std::string_view>()).ok());
+        ASSERT_TRUE(p.client.shutdown_write().ok());
+        absl::StatusOr<std::string> got = reader.join();
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_EQ(got->size(), want.size() + 3);
+        EXPECT_TRUE(*got == want + "xyz") << "the bytes differ from the parts in order";
+      },
+      opts());
+}
+
+TEST_P(NetTest, WritevAllToAPeerThatDoesNotReadEndsAtTheWriteDeadline) {
+  weft::run(
+      [] {
+        TcpPair p = tcp_pair();
+        const std::string big(16 << 20, 'x');  // two of them: far more than the socket buffers
+        p.client.set_write_deadline(in(std::chrono::milliseconds(50)));
+        const absl::Status st = p.client.writev_all({big, big});
+        EXPECT_TRUE(absl::IsDeadlineExceeded(st)) << st;
+        EXPECT_NE(text(st).find("writev"), std::string::npos) << st;
+      },
+      quiet_opts());
+}
+
+// send_file: the range of the file arrives byte for byte, the file's own offset stays put, a
+// range past the end sends what there is, and an fd sendfile cannot read is kInvalidArgument.
+TEST_P(NetTest, SendFileSendsTheRangeAndLeavesTheFileOffsetAlone) {
+  char path[] = "/tmp/weft_sendfile_XXXXXX";
+  const int file = mkstemp(path);
+  ASSERT_GE(file, 0);
+  unlink(path);
+  const std::string content = pattern(4, 5 << 20);
+  ASSERT_EQ(write(file, content.data(), content.size()), static_cast<ssize_t>(content.size()));
+  ASSERT_EQ(lseek(file, 7, SEEK_SET), 7);
+  weft::run(
+      [&] {
+        TcpPair p = tcp_pair();
+        weft::Task<absl::StatusOr<std::string>> reader =
+            weft::spawn([&] { return read_to_eof(p.server); });
+        absl::StatusOr<std::size_t> n = p.client.send_file(file, 1000, 3 << 20);
+        ASSERT_TRUE(n.ok()) << n.status();
+        EXPECT_EQ(*n, std::size_t{3} << 20);
+        // Past the end: what is left (100 bytes), then nothing.
+        n = p.client.send_file(file, content.size() - 100, 4096);
+        ASSERT_TRUE(n.ok()) << n.status();
+        EXPECT_EQ(*n, 100u);
+        n = p.client.send_file(file, content.size(), 4096);
+        ASSERT_TRUE(n.ok()) << n.status();
+        EXPECT_EQ(*n, 0u);
+        ASSERT_TRUE(p.client.shutdown_write().ok());
+        absl::StatusOr<std::string> got = reader.join();
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_TRUE(*got == content.substr(1000, 3 << 20) + content.substr(content.size() - 100))
+            << "got " << got->size() << " bytes";
+        int pipe_fds[2];
+        ASSERT_EQ(pipe(pipe_fds), 0);
+        absl::StatusOr<std::size_t> bad = p.client.send_file(pipe_fds[0], 0, 10);
+        EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+        close(pipe_fds[0]);
+        close(pipe_fds[1]);
+      },
+      opts());
+  EXPECT_EQ(lseek(file, 0, SEEK_CUR), 7) << "send_file moved the file's offset";
+  close(file);
 }
 
 TEST(NetDialTest, DialFromALocalAddress) {

@@ -3,10 +3,14 @@
 // and partial writes are retried; errno is copied right after the syscall, before anything can
 // park (a fiber may resume on another thread). Each completed call counts against the fiber's
 // cooperative budget (coop_tick in weft/detail/park.hpp), so an always-ready socket yields.
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <string>
 #include <utility>
 #include <weft/net.hpp>
 
@@ -17,6 +21,8 @@
 namespace weft::net {
 using namespace weft::net::detail;  // the descriptor operations of poll_desc.hpp
 namespace {
+
+constexpr int kMaxIov = 1024;  // IOV_MAX on Linux: parts per writev
 
 std::int64_t to_deadline_ns(TimePoint t) {
   if (t == TimePoint{}) return 0;  // cleared
@@ -163,34 +169,116 @@ absl::Status Stream::read_full(std::span<std::byte> buf) {
   return absl::OkStatus();
 }
 
-absl::Status Stream::write_all(const void* data, std::size_t n) {
-  weft::detail::require_fiber("weft::net write_all()");
+absl::Status Stream::write_loop(const char* what, absl::FunctionRef<ssize_t()> attempt,
+                                absl::FunctionRef<bool()> done) {
   const int fd = this->fd();
   PollDesc* const pd = this->pd();
   IoCall call(pd);
-  if (!call.ok() || this->pd() != pd) return closed_error("write", fd);
+  if (!call.ok() || this->pd() != pd) return closed_error(what, fd);
   const Context ctx = context();
   const CancelToken bound = ctx;
-  if (absl::Status s = precheck(pd, Mode::kWrite, "write", fd, bound); !s.ok()) return s;
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    if (pd->closing.load(std::memory_order_acquire)) return closed_error("write", fd);
-    const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (r >= 0) {
-      p += r;
-      n -= static_cast<std::size_t>(r);
-      continue;
-    }
+  if (absl::Status s = precheck(pd, Mode::kWrite, what, fd, bound); !s.ok()) return s;
+  while (!done()) {
+    if (pd->closing.load(std::memory_order_acquire)) return closed_error(what, fd);
+    if (attempt() >= 0) continue;
     const int err = errno;
     if (err == EINTR) continue;
-    if (err != EAGAIN) return errno_error(err, "write", fd);
-    if (pd->closing.load(std::memory_order_acquire)) return closed_error("write", fd);
+    if (err != EAGAIN) return errno_error(err, what, fd);
+    if (pd->closing.load(std::memory_order_acquire)) return closed_error(what, fd);
     if (WaitResult w = poll_wait(pd, Mode::kWrite, bound); w != WaitResult::kReady) {
-      return wait_error(w, "write", fd);
+      return wait_error(w, what, fd);
     }
   }
   weft::detail::coop_tick();
   return absl::OkStatus();
+}
+
+absl::Status Stream::write_all(const void* data, std::size_t n) {
+  weft::detail::require_fiber("weft::net write_all()");
+  const int fd = this->fd();
+  const char* p = static_cast<const char*>(data);
+  return write_loop(
+      "write",
+      [&]() -> ssize_t {
+        const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
+        if (r > 0) {
+          p += r;
+          n -= static_cast<std::size_t>(r);
+        }
+        return r;
+      },
+      [&] { return n == 0; });
+}
+
+absl::Status Stream::writev_all(std::span<const std::string_view> parts) {
+  weft::detail::require_fiber("weft::net writev_all()");
+  const int fd = this->fd();
+  std::size_t first = 0;  // parts before it are sent
+  std::size_t skip = 0;   // bytes of parts[first] already sent
+  while (first < parts.size() && parts[first].empty()) ++first;
+  return write_loop(
+      "writev",
+      [&]() -> ssize_t {
+        iovec iov[kMaxIov];
+        int n = 0;
+        for (std::size_t i = first; i < parts.size() && n < kMaxIov; ++i) {
+          const std::string_view part = i == first ? parts[i].substr(skip) : parts[i];
+          if (part.empty()) continue;
+          iov[n++] = iovec{const_cast<char*>(part.data()), part.size()};
+        }
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = static_cast<std::size_t>(n);
+        const ssize_t r = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+        if (r > 0) {
+          std::size_t left = static_cast<std::size_t>(r);
+          while (first < parts.size() && left >= parts[first].size() - skip) {
+            left -= parts[first].size() - skip;
+            skip = 0;
+            ++first;
+          }
+          skip += left;
+        }
+        return r;
+      },
+      [&] {
+        while (first < parts.size() && skip == parts[first].size()) {
+          skip = 0;
+          ++first;
+        }
+        return first == parts.size();
+      });
+}
+
+absl::Status Stream::writev_all(std::initializer_list<std::string_view> parts) {
+  return writev_all(std::span<const std::string_view>(parts.begin(), parts.size()));
+}
+
+absl::StatusOr<std::size_t> Stream::send_file(int file_fd, std::uint64_t offset,
+                                              std::size_t count) {
+  weft::detail::require_fiber("weft::net send_file()");
+  const int fd = this->fd();
+  off_t off = static_cast<off_t>(offset);
+  std::size_t sent = 0;
+  bool eof = false;
+  absl::Status st = write_loop(
+      "sendfile",
+      [&]() -> ssize_t {
+        // At most 1 GiB per call (sendfile's own limit is ~2 GiB).
+        const ssize_t r =
+            ::sendfile(fd, file_fd, &off, std::min<std::size_t>(count - sent, 1u << 30));
+        if (r > 0) sent += static_cast<std::size_t>(r);
+        if (r == 0) eof = true;  // the file ended
+        return r;
+      },
+      [&] { return eof || sent == count; });
+  if (!st.ok() && (absl::IsInvalidArgument(st) || absl::IsUnimplemented(st))) {
+    return absl::InvalidArgumentError(std::string(st.message()) + " (file fd " +
+                                      std::to_string(file_fd) +
+                                      ": sendfile needs a regular file, or another mmap-able one)");
+  }
+  if (!st.ok()) return st;
+  return sent;
 }
 
 absl::Status Stream::write_all(std::span<const std::byte> data) {

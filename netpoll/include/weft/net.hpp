@@ -24,12 +24,16 @@
 // context in DialOptions, wait_readable/wait_writable a CancelToken.
 #pragma once
 
+#include <absl/functional/function_ref.h>
 #include <absl/status/status.h>
 #include <absl/status/statusor.h>
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -121,10 +125,28 @@ class Stream : public Socket {
   absl::Status write_all(std::span<const std::byte> data);
   absl::Status write_all(const void* data, std::size_t n);
   absl::Status write_all(std::string_view s);
+  // Gather write (writev): every part, in order, as one stream of bytes -- a header and a body
+  // from separate buffers in one system call instead of two writes or a copy. Partial writes
+  // resume mid-part; up to 1024 parts (IOV_MAX) go per call. Same errors as write_all.
+  absl::Status writev_all(std::span<const std::string_view> parts);
+  absl::Status writev_all(std::initializer_list<std::string_view> parts);
+  // Sends `count` bytes of the file `file_fd` starting at `offset` (sendfile(2): the kernel
+  // copies from the page cache, no user-space buffer), parking while the peer is slow. Returns
+  // the bytes sent: fewer than `count` only if the file ended first. The file's own offset does
+  // not move, so several streams may send one file at once. A file sendfile cannot read (not a
+  // regular file) gives kInvalidArgument; errors on the socket as write_all.
+  absl::StatusOr<std::size_t> send_file(int file_fd, std::uint64_t offset, std::size_t count);
   // Half-close: the peer reads end of stream; this side can still read.
   absl::Status shutdown_write();
   // The peer's address as "host:port" (Unix sockets: its path, often empty).
   std::string peer_addr() const;
+
+ private:
+  // The write side of write_all, writev_all and send_file: the checks (closed, deadline,
+  // context), then `attempt` (one non-blocking system call: >= 0 bytes written, or -1 with
+  // errno) until `done`, parking on EAGAIN. `what` names the call in errors.
+  absl::Status write_loop(const char* what, absl::FunctionRef<ssize_t()> attempt,
+                          absl::FunctionRef<bool()> done);
 };
 
 // A TCP connection (TCP_NODELAY on): everything of Stream and Socket.
