@@ -180,6 +180,20 @@ class ChatClient {
       if (*l == want) return true;
     }
   }
+  // Waits for the announcement that `nick` joined: "* NICK joined", or a batch of joins, "* A,
+  // NICK, B joined" (the hub batches the joins of a short window).
+  bool expect_joined(const std::string& nick) {
+    for (;;) {
+      std::optional<std::string> l = line();
+      if (!l) {
+        ADD_FAILURE() << nick_ << ": never saw " << nick << " join";
+        return false;
+      }
+      if (l->rfind("* ", 0) != 0 || !l->ends_with(" joined")) continue;
+      const std::string names = ", " + l->substr(2, l->size() - 2 - 7) + ", ";
+      if (names.find(", " + nick + ", ") != std::string::npos) return true;
+    }
+  }
   // Reads the stream to its end (within 10 s); true if it ended (close or reset).
   bool expect_closed() {
     const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -231,10 +245,10 @@ void with_server(Body body, chat::ServerOptions opts = {}) {
 TEST(ChatServer, JoinMessagesAndLeave) {
   with_server([](const std::string& addr) {
     ChatClient a = ChatClient::dial(addr);
-    ASSERT_TRUE(a.expect("* " + a.nick() + " joined"));
+    ASSERT_TRUE(a.expect_joined(a.nick()));
     ChatClient b = ChatClient::dial(addr);
-    ASSERT_TRUE(b.expect("* " + b.nick() + " joined"));
-    ASSERT_TRUE(a.expect("* " + b.nick() + " joined"));
+    ASSERT_TRUE(b.expect_joined(b.nick()));
+    ASSERT_TRUE(a.expect_joined(b.nick()));
     ASSERT_TRUE(a.send("hello from a\n"));
     ASSERT_TRUE(a.expect("<" + a.nick() + "> hello from a"));  // the sender sees it too
     ASSERT_TRUE(b.expect("<" + a.nick() + "> hello from a"));
@@ -245,6 +259,65 @@ TEST(ChatServer, JoinMessagesAndLeave) {
   });
 }
 
+// A crowd joining at once is announced in batches ("* a, b, c joined"): a broadcast per join was
+// O(n^2) lines and held the hub for seconds. Every nick is announced exactly once to a client
+// that was there first, and /who lists everyone afterwards.
+TEST(ChatServer, AJoiningCrowdIsAnnouncedOnceEachInBatches) {
+  with_server([](const std::string& addr) {
+    const int kCrowd = weft_test::kSanitized ? 400 : 2000;
+    ChatClient watcher = ChatClient::dial(addr);
+    std::map<std::string, int> announced;  // nick -> times
+    int lines = 0;
+    weft::Task<bool> reader = weft::spawn([&] {
+      while (static_cast<int>(announced.size()) < kCrowd + 1) {
+        std::optional<std::string> l = watcher.line();
+        if (!l) return false;
+        if (l->rfind("* ", 0) != 0 || !l->ends_with(" joined")) continue;
+        ++lines;
+        const std::string names = l->substr(2, l->size() - 2 - 7);
+        for (std::size_t at = 0; at <= names.size();) {
+          const std::size_t comma = names.find(", ", at);
+          ++announced[names.substr(at,
+                                   comma == std::string::npos ? std::string::npos : comma - at)];
+          if (comma == std::string::npos) break;
+          at = comma + 2;
+        }
+      }
+      return true;
+    });
+    std::vector<std::optional<ChatClient>> crowd(static_cast<std::size_t>(kCrowd));
+    weft::WaitGroup wg;
+    std::atomic<int> failed{0};
+    for (int f = 0; f < 50; ++f) {
+      wg.add(1);
+      weft::go([&, f] {
+        for (int i = f; i < kCrowd; i += 50) {
+          try {
+            crowd[static_cast<std::size_t>(i)].emplace(ChatClient::dial(addr));
+          } catch (const std::exception&) {
+            failed.fetch_add(1);
+          }
+        }
+        wg.done();
+      });
+    }
+    wg.wait();
+    ASSERT_EQ(failed.load(), 0);
+    ASSERT_TRUE(reader.join()) << "the watcher stopped hearing joins after " << announced.size();
+    EXPECT_EQ(announced.count(watcher.nick()), 1u);
+    for (const std::optional<ChatClient>& c : crowd) {
+      EXPECT_EQ(announced[c->nick()], 1) << c->nick() << " announced that many times";
+    }
+    EXPECT_EQ(static_cast<int>(announced.size()), kCrowd + 1);
+    RecordProperty("join_lines", lines);
+    ASSERT_TRUE(watcher.send("/who\n"));
+    std::optional<std::string> who = watcher.line();
+    while (who && who->rfind("* online (", 0) != 0) who = watcher.line();
+    ASSERT_TRUE(who.has_value());
+    EXPECT_EQ(who->rfind("* online (" + std::to_string(kCrowd + 1) + "):", 0), 0u) << *who;
+  });
+}
+
 TEST(ChatServer, EveryoneSeesTheSameOrder) {
   with_server([](const std::string& addr) {
     constexpr int kClients = 4;
@@ -252,7 +325,7 @@ TEST(ChatServer, EveryoneSeesTheSameOrder) {
     std::vector<ChatClient> cs;
     for (int i = 0; i < kClients; ++i) cs.push_back(ChatClient::dial(addr));
     // Wait until everyone has seen everyone join, so all are in the room before the messages.
-    for (auto& c : cs) ASSERT_TRUE(c.expect("* " + cs.back().nick() + " joined"));
+    for (auto& c : cs) ASSERT_TRUE(c.expect_joined(cs.back().nick()));
     std::vector<std::vector<std::string>> seen(kClients);
     weft::WaitGroup wg;
     for (int i = 0; i < kClients; ++i) {
@@ -298,7 +371,7 @@ TEST(ChatServer, Commands) {
   with_server([](const std::string& addr) {
     ChatClient a = ChatClient::dial(addr);
     ChatClient b = ChatClient::dial(addr);
-    ASSERT_TRUE(a.expect("* " + b.nick() + " joined"));
+    ASSERT_TRUE(a.expect_joined(b.nick()));
     const std::string old = a.nick();
     ASSERT_TRUE(a.send("/nick alice\n"));
     ASSERT_TRUE(b.expect("* " + old + " is now known as alice"));
@@ -327,7 +400,7 @@ TEST(ChatServer, OversizedLineIsAnErrorAndADisconnect) {
     ChatClient watcher = ChatClient::dial(addr);
     for (const bool with_newline : {true, false}) {
       ChatClient big = ChatClient::dial(addr);
-      ASSERT_TRUE(watcher.expect("* " + big.nick() + " joined"));
+      ASSERT_TRUE(watcher.expect_joined(big.nick()));
       ASSERT_TRUE(big.send(std::string(20000, 'x') + (with_newline ? "\n" : "")));
       ASSERT_TRUE(big.expect("! line too long (the limit is 4096 bytes); closing"));
       EXPECT_TRUE(big.expect_closed());
@@ -374,14 +447,14 @@ TEST(ChatServer, AbruptDisconnectsAreNoticed) {
     ChatClient watcher = ChatClient::dial(addr);
     {
       ChatClient gone = ChatClient::dial(addr);
-      ASSERT_TRUE(watcher.expect("* " + gone.nick() + " joined"));
+      ASSERT_TRUE(watcher.expect_joined(gone.nick()));
       ASSERT_TRUE(gone.send("half a li"));
       gone.stream().close();  // FIN mid-line
       ASSERT_TRUE(watcher.expect("* " + gone.nick() + " left"));
     }
     {
       ChatClient reset = ChatClient::dial(addr);
-      ASSERT_TRUE(watcher.expect("* " + reset.nick() + " joined"));
+      ASSERT_TRUE(watcher.expect_joined(reset.nick()));
       const linger lg{1, 0};  // close() sends a reset
       ASSERT_EQ(setsockopt(reset.stream().fd(), SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
       reset.stream().close();
@@ -403,7 +476,7 @@ TEST(ChatServer, ASlowClientIsDroppedAndDoesNotStallOthers) {
         setsockopt(slow.stream().fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
         ChatClient flooder = ChatClient::dial(addr);
         ChatClient observer = ChatClient::dial(addr);
-        ASSERT_TRUE(flooder.expect("* " + observer.nick() + " joined"));
+        ASSERT_TRUE(flooder.expect_joined(observer.nick()));
         std::atomic<bool> dropped{false};
         weft::WaitGroup wg;
         wg.add(1);
