@@ -73,13 +73,7 @@ class ChildServer {
       return "posix_spawn " + bin + " failed: " + std::strerror(rc);
     }
     std::string got;
-    while (got.find('\n') == std::string::npos) {
-      pollfd pf{out_, POLLIN, 0};
-      if (poll(&pf, 1, kSanitized ? 60000 : 20000) <= 0) break;
-      char buf[256];
-      const ssize_t r = read(out_, buf, sizeof buf);
-      if (r <= 0) break;
-      got.append(buf, static_cast<std::size_t>(r));
+    while (got.find('\n') == std::string::npos && read_more(&got)) {
     }
     const std::string prefix = "listening on ";
     if (got.rfind(prefix, 0) != 0 || got.find('\n') == std::string::npos) {
@@ -96,13 +90,7 @@ class ChildServer {
   std::string terminate(int* status) {
     kill(pid_, SIGTERM);
     std::string out;
-    for (;;) {
-      pollfd pf{out_, POLLIN, 0};
-      if (poll(&pf, 1, kSanitized ? 60000 : 20000) <= 0) break;
-      char buf[512];
-      const ssize_t r = read(out_, buf, sizeof buf);
-      if (r <= 0) break;
-      out.append(buf, static_cast<std::size_t>(r));
+    while (read_more(&out)) {
     }
     int st = 0;
     pid_t done = 0;
@@ -145,6 +133,18 @@ class ChildServer {
   }
 
  private:
+  // Appends the child's next output to *into, waiting up to a generous bound; false at its end
+  // (or past the bound).
+  bool read_more(std::string* into) const {
+    pollfd pf{out_, POLLIN, 0};
+    if (poll(&pf, 1, kSanitized ? 60000 : 20000) <= 0) return false;
+    char buf[512];
+    const ssize_t r = read(out_, buf, sizeof buf);
+    if (r <= 0) return false;
+    into->append(buf, static_cast<std::size_t>(r));
+    return true;
+  }
+
   std::string bin_;
   pid_t pid_ = -1;
   int out_ = -1;
