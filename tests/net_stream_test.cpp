@@ -590,7 +590,7 @@ TEST_P(NetTest, KeepAliveIsOnByDefaultWithGosPeriodAndConfigurable) {
 }
 
 // writev_all: every part in order, also when parts exceed the socket buffer (partial writes
-// resume mid-part), with empty parts, and with more parts than one writev takes (IOV_MAX).
+// resume mid-part), with empty parts, and with more parts than one writev takes (64).
 TEST_P(NetTest, WritevAllSendsEveryPartInOrderAcrossPartialWrites) {
   weft::run(
       [] {

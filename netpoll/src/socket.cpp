@@ -22,7 +22,9 @@ namespace weft::net {
 using namespace weft::net::detail;  // the descriptor operations of poll_desc.hpp
 namespace {
 
-constexpr int kMaxIov = 1024;  // IOV_MAX on Linux: parts per writev
+// Parts per writev call: an array on the fiber's stack (1 KiB), so it must stay small enough for
+// a 16 KiB stack; longer gathers take several calls.
+constexpr int kMaxIov = 64;
 
 std::int64_t to_deadline_ns(TimePoint t) {
   if (t == TimePoint{}) return 0;  // cleared

@@ -127,7 +127,7 @@ class Stream : public Socket {
   absl::Status write_all(std::string_view s);
   // Gather write (writev): every part, in order, as one stream of bytes -- a header and a body
   // from separate buffers in one system call instead of two writes or a copy. Partial writes
-  // resume mid-part; up to 1024 parts (IOV_MAX) go per call. Same errors as write_all.
+  // resume mid-part; up to 64 parts go per call (more take several). Same errors as write_all.
   absl::Status writev_all(std::span<const std::string_view> parts);
   absl::Status writev_all(std::initializer_list<std::string_view> parts);
   // Sends `count` bytes of the file `file_fd` starting at `offset` (sendfile(2): the kernel

@@ -10,6 +10,15 @@
 #include "sched/options.hpp"
 
 namespace weft::detail {
+namespace {
+// `s` without leading and trailing blanks (spaces, tabs, a CR from a DOS line end).
+std::string_view strip(std::string_view s) {
+  constexpr std::string_view kBlanks = " \t\r";
+  const std::size_t first = s.find_first_not_of(kBlanks);
+  if (first == std::string_view::npos) return {};
+  return s.substr(first, s.find_last_not_of(kBlanks) - first + 1);
+}
+}  // namespace
 
 StackSizeTable StackSizeTable::load(const std::string& path) {
   StackSizeTable t;
@@ -27,17 +36,12 @@ StackSizeTable StackSizeTable::load(const std::string& path) {
                                   ": " + what +
                                   " (lines are \"SIZE NAME\", e.g. \"16K chat-reader\")");
     };
-    std::string_view rest(line);
-    while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t')) rest.remove_prefix(1);
-    while (!rest.empty() && (rest.back() == '\r' || rest.back() == ' ' || rest.back() == '\t')) {
-      rest.remove_suffix(1);
-    }
+    const std::string_view rest = strip(line);
     if (rest.empty() || rest.front() == '#') continue;
     const std::size_t blank = rest.find_first_of(" \t");
     if (blank == std::string_view::npos) fail("no fiber name after the size");
     const std::string_view size_text = rest.substr(0, blank);
-    std::string_view name = rest.substr(blank);
-    while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+    const std::string_view name = strip(rest.substr(blank));
     std::size_t bytes = 0;
     if (!parse_stack_size(size_text, &bytes) || bytes > StackPool::kMaxClassBytes) {
       fail("\"" + std::string(size_text) + "\" is not a stack size between 4K and 128M");
