@@ -2,6 +2,7 @@
 # Installs what weft needs on Debian 12, and nothing that is already there (safe to run twice).
 # Build: g++, cmake, Boost.Context + Boost (Lockfree), abseil, GoogleTest, Google Benchmark.
 # Benchmarks: Go 1.19 and Boost.Fiber (the peers), wrk (HTTP load), linux-perf (profiling).
+# TLS: libssl-dev (OpenSSL 3, weft::tls); openssl and curl (the TLS tests' real peers).
 # Examples: libhttp-parser-dev (http_server). Tools: clang-format.
 # Services: redis-tools (redis-cli and redis-benchmark, which resp_server's CI test runs),
 # redis-server (the side-by-side figure of tools/services_bench.sh; never left running as a
@@ -10,7 +11,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config libboost-context-dev libboost-dev libabsl-dev
           libgtest-dev libgmock-dev libbenchmark-dev libboost-fiber-dev golang-go linux-perf
-          clang-format libhttp-parser-dev wrk
+          clang-format libhttp-parser-dev wrk libssl-dev openssl curl ca-certificates
           redis-tools redis-server clang libclang-rt-14-dev gdb)
 missing=()
 for p in "${packages[@]}"; do

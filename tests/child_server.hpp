@@ -42,13 +42,18 @@ class ChildServer {
 
   // Returns "" once it listens (address in addr()), else what went wrong.
   std::string start(std::string extra_flag = "--drain_grace=1s") {
+    return start(std::vector<std::string>{std::move(extra_flag)});
+  }
+  std::string start(std::vector<std::string> extra_flags) {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0) return "pipe2 failed";
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, p[1], 1);
     std::string bin = bin_, listen = "--listen=127.0.0.1:0", workers = "--workers=1";
-    char* argv[] = {bin.data(), listen.data(), workers.data(), extra_flag.data(), nullptr};
+    std::vector<char*> argv = {bin.data(), listen.data(), workers.data()};
+    for (std::string& f : extra_flags) argv.push_back(f.data());
+    argv.push_back(nullptr);
     // Under ASan freed blocks sit in a quarantine (256 MiB by default) instead of being reused,
     // which would count as growth: the server runs without one.
     std::vector<std::string> env_strings;
@@ -64,7 +69,7 @@ class ChildServer {
     std::vector<char*> envp;
     for (auto& e : env_strings) envp.push_back(e.data());
     envp.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv, envp.data());
+    const int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     close(p[1]);
     out_ = p[0];

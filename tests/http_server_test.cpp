@@ -5,6 +5,11 @@
 // order; an unknown path is 404 and HEAD of it has no body either; a method other than GET/HEAD
 // is 405.
 #include <gtest/gtest.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <filesystem>
 
 #include <string>
 #include <string_view>
@@ -95,6 +100,60 @@ TEST_F(HttpServerTest, OtherMethodsAre405) {
   const std::string r = exchange(
       server_.addr(), "DELETE / HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n", {false});
   EXPECT_EQ(r.rfind("HTTP/1.1 405 Method Not Allowed\r\n", 0), 0u) << r;
+}
+
+// HTTPS: http_server --tls-cert=FILE --tls-key=FILE, fetched with curl --cacert (a real client,
+// which checks the certificate against the CA and the name). The certificate is made here with
+// openssl req; an ECDSA key keeps it fast under the sanitizers.
+std::string shell(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = pclose(p);
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
+TEST(HttpsServerTest, CurlFetchesOverTlsAndAPlainClientIsRefused) {
+  char tmpl[] = "/tmp/weft-https-test-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  int st = -1;
+  const std::string made = shell(
+      "cd " + dir +
+          " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+          "-keyout key.pem -out cert.pem -days 30 -subj /CN=localhost "
+          "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>&1",
+      &st);
+  ASSERT_EQ(st, 0) << made;
+  ChildServer server{WEFT_HTTP_SERVER};
+  ASSERT_EQ(server.start({"--tls-cert=" + dir + "/cert.pem", "--tls-key=" + dir + "/key.pem"}), "");
+  const std::string port = server.addr().substr(server.addr().rfind(':') + 1);
+  // Two requests on one connection (keep-alive over TLS), then HEAD.
+  const std::string curl = "curl -sS --max-time 20 --cacert " + dir + "/cert.pem --resolve localhost:" +
+                           port + ":127.0.0.1 ";
+  const std::string url = "https://localhost:" + port + "/";
+  std::string out = shell(curl + url + " " + url + " 2>&1", &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_EQ(out, "Hello, World!Hello, World!");
+  out = shell(curl + "-I " + url + " 2>&1", &st);
+  EXPECT_EQ(st, 0) << out;
+  EXPECT_EQ(out.rfind("HTTP/1.1 200 OK", 0), 0u) << out;
+  // curl without the CA refuses the server; plain HTTP on the TLS port gets no HTTP answer.
+  out = shell("curl -sS --max-time 20 --resolve localhost:" + port + ":127.0.0.1 " + url + " 2>&1", &st);
+  EXPECT_EQ(st, 60) << "curl's 'peer certificate cannot be authenticated': " << out;
+  out = shell("curl -sS --max-time 20 http://127.0.0.1:" + port + "/ 2>&1", &st);
+  EXPECT_NE(st, 0) << out;
+  EXPECT_EQ(out.find("Hello, World!"), std::string::npos) << out;
+  // The server is still serving after both.
+  out = shell(curl + url + " 2>&1", &st);
+  EXPECT_EQ(out, "Hello, World!");
+  int exit_status = -1;
+  server.terminate(&exit_status);
+  EXPECT_EQ(exit_status, 0);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

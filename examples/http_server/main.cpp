@@ -3,6 +3,7 @@
 // whatever each read() returns; every complete request gets a response, in order.
 //
 //   http_server --listen=127.0.0.1:8080 [--workers=N] [--drain_grace=1s]
+//               [--tls-cert=FILE --tls-key=FILE]   (HTTPS: TLS 1.2/1.3, ALPN http/1.1)
 //
 //   GET /        -> "Hello, World!"   (HEAD: the same headers, no body)
 //   GET /stats   -> weft::stats() as JSON
@@ -23,6 +24,7 @@
 #include <string>
 #include <weft/weft.hpp>
 
+#include "common/dashed_flags.hpp"
 #include "common/listen_announced.hpp"
 #include "common/shutdown_signal.hpp"
 
@@ -30,6 +32,11 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:8080", "address to listen on, HOST:POR
 ABSL_FLAG(int, workers, 0, "weft workers (0: all CPUs)");
 ABSL_FLAG(absl::Duration, drain_grace, absl::Seconds(1),
           "on SIGINT/SIGTERM, how long connections may finish before they are cancelled");
+ABSL_FLAG(std::string, tls_cert, "",
+          "serve HTTPS with this certificate chain (PEM); needs --tls-key");
+ABSL_FLAG(std::string, tls_key, "", "the private key (PEM) of --tls-cert");
+ABSL_FLAG(absl::Duration, tls_handshake_timeout, absl::Seconds(10),
+          "HTTPS: a client that has not finished its TLS handshake by then is dropped");
 
 namespace {
 
@@ -99,7 +106,14 @@ const http_parser_settings kSettings = [] {
   return s;
 }();
 
-void serve(weft::net::TcpStream& s) {
+// The end of a connection after a "Connection: close" response or a 400: the write side closes
+// (TLS: close_notify first), so the client reads the whole response and then end of stream.
+void end_writes(weft::net::TcpStream& s) { (void)s.shutdown_write(); }
+void end_writes(weft::tls::TlsStream& s) { (void)s.shutdown(); }
+
+// One connection, plain or TLS: the same blocking-style loop over either stream.
+template <class Stream>
+void serve(Stream& s) {
   Conn c;
   http_parser_init(&c.parser, HTTP_REQUEST);
   c.parser.data = &c;
@@ -119,7 +133,7 @@ void serve(weft::net::TcpStream& s) {
       c.out.clear();
     }
     if (c.close_after) {
-      (void)s.shutdown_write();
+      end_writes(s);
       return;
     }
   }
@@ -129,7 +143,26 @@ void serve(weft::net::TcpStream& s) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("HTTP/1.1 hello-world server on weft");
+  examples::accept_dashed_flags(argc, argv);  // --tls-cert as well as --tls_cert
   absl::ParseCommandLine(argc, argv);
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert), key = absl::GetFlag(FLAGS_tls_key);
+  if (cert.empty() != key.empty()) {
+    std::fprintf(stderr, "http_server: --tls-cert and --tls-key go together (HTTPS needs both)\n");
+    return 2;
+  }
+  std::optional<weft::tls::ServerContext> tls;
+  if (!cert.empty()) {
+    weft::tls::ServerConfig cfg;
+    cfg.certificates = {{cert, key}};
+    cfg.alpn = {"http/1.1"};
+    cfg.handshake_timeout = absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_tls_handshake_timeout));
+    absl::StatusOr<weft::tls::ServerContext> ctx = weft::tls::ServerContext::create(cfg);
+    if (!ctx.ok()) {
+      std::fprintf(stderr, "http_server: %s\n", std::string(ctx.status().ToString()).c_str());
+      return 1;
+    }
+    tls = std::move(*ctx);
+  }
   examples::ShutdownSignal signals;
   int rc = 0;
   weft::run(
@@ -143,7 +176,13 @@ int main(int argc, char** argv) {
         weft::net::Server server(std::move(*l));
         // Joined before `server` goes away: serve() returns once drain() stopped accepting.
         weft::Task<absl::Status> serving = weft::spawn([&] {
-          return server.serve([](weft::net::TcpStream& s, const weft::Context&) { serve(s); });
+          return server.serve([&tls](weft::net::TcpStream& s, const weft::Context&) {
+            if (!tls) return serve(s);
+            // The handshake runs here, in the connection's fiber, bounded by its timeout; the
+            // TLS stream keeps the connection's context, so drain() cancels it as it does TCP.
+            absl::StatusOr<weft::tls::TlsStream> t = weft::tls::accept(std::move(s), *tls);
+            if (t.ok()) serve(*t);
+          });
         });
         const int sig = signals.wait();
         std::printf("http_server: signal %d, shutting down\n", sig);

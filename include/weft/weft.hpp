@@ -10,3 +10,4 @@
 #include "weft/sync.hpp"
 #include "weft/task_group.hpp"
 #include "weft/time.hpp"
+#include "weft/tls.hpp"

@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 #include <weft/net.hpp>
+#include <weft/runtime.hpp>
 
 #include "address.hpp"
 #include "io_errors.hpp"
@@ -288,6 +289,52 @@ absl::Status Stream::write_all(std::span<const std::byte> data) {
 }
 
 absl::Status Stream::write_all(std::string_view s) { return write_all(s.data(), s.size()); }
+
+absl::Status Stream::drive_nonblocking(std::string_view what, bool writing,
+                                       absl::FunctionRef<Want(int fd)> step, TimePoint until) {
+  weft::detail::require_fiber("weft::net drive_nonblocking()");
+  const int fd = this->fd();
+  PollDesc* const pd = this->pd();
+  IoCall call(pd);
+  if (!call.ok() || this->pd() != pd) return closed_error(what, fd);
+  const Context ctx = context();
+  CancelToken bound = ctx;
+  if (until != TimePoint::max()) {
+    // The call's own bound joins the context's: whichever deadline comes first.
+    const std::int64_t own = until == TimePoint{} ? 1 : to_deadline_ns(until);
+    if (bound.deadline_ns() == 0 || own < bound.deadline_ns()) {
+      bound = CancelToken::from_signal(bound.signal(), own);
+    }
+    if (own <= weft::detail::now_ns()) return wait_error(WaitResult::kDeadline, what, fd);
+  }
+  if (absl::Status s = precheck(pd, writing ? Mode::kWrite : Mode::kRead, what, fd, bound);
+      !s.ok()) {
+    return s;
+  }
+  for (;;) {
+    if (pd->closing.load(std::memory_order_acquire)) return closed_error(what, fd);
+    const Want want = step(fd);
+    if (want == Want::kDone) break;
+    if (pd->closing.load(std::memory_order_acquire)) return closed_error(what, fd);
+    const Mode mode = want == Want::kRead ? Mode::kRead : Mode::kWrite;
+    const WaitResult w = poll_wait(pd, mode, bound);
+    if (w == WaitResult::kBusy && (mode == Mode::kWrite) != writing) {
+      // The layer needs the other direction (a TLS read that must send a reply record), whose
+      // own caller is parked there already: it takes that edge, so poll for ours instead. Rare
+      // (TLS 1.3 key updates), and bounded like every wait here.
+      if (absl::Status s = weft::this_fiber::sleep_for(std::chrono::milliseconds(1), bound);
+          !s.ok()) {
+        return wait_error(absl::IsDeadlineExceeded(s) ? WaitResult::kDeadline
+                                                      : WaitResult::kCancelled,
+                          what, fd);
+      }
+      continue;
+    }
+    if (w != WaitResult::kReady) return wait_error(w, what, fd);
+  }
+  weft::detail::coop_tick();
+  return absl::OkStatus();
+}
 
 absl::Status Stream::shutdown_write() {
   const int fd = this->fd();

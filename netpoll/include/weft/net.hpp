@@ -141,6 +141,23 @@ class Stream : public Socket {
   // The peer's address as "host:port" (Unix sockets: its path, often empty).
   std::string peer_addr() const;
 
+  // ---- for protocols layered over a stream (weft::tls) ----
+  // What one non-blocking step of a layered operation needs before it can go on.
+  enum class Want : std::uint8_t { kDone, kRead, kWrite };
+  // Runs `step(fd)` -- one non-blocking attempt of the layered operation, making its own system
+  // calls on `fd` -- until it returns kDone, parking until the socket is readable (kRead) or
+  // writable (kWrite) in between, exactly as read() and write_all() park: a deadline of the
+  // direction waited on, the socket's context, a close() from another fiber and the fiber's stop
+  // request end the call with their errors (as read's and write's). `step` must report kRead /
+  // kWrite only after a system call said EAGAIN in that direction (edge-triggered readiness: a
+  // guess would park until the next edge). The fd stays pinned while the call runs: a concurrent
+  // close() does not release it under a step. `writing` names the direction whose deadline is
+  // checked before the first step; `until` bounds the whole call as well (a handshake timeout;
+  // TimePoint::max(): no bound of its own). `what` names the call in errors. Needs a fiber.
+  absl::Status drive_nonblocking(std::string_view what, bool writing,
+                                 absl::FunctionRef<Want(int fd)> step,
+                                 TimePoint until = TimePoint::max());
+
  private:
   // The write side of write_all, writev_all and send_file: the checks (closed, deadline,
   // context), then `attempt` (one non-blocking system call: >= 0 bytes written, or -1 with
