@@ -190,7 +190,16 @@ absl::StatusOr<std::size_t> TlsStream::read(void* buf, std::size_t n) {
   absl::Status st = c.tcp.drive_nonblocking("tls read", false, [&](int fd) {
     // WANT_WRITE here: a reply record (a TLS 1.3 key update) waits to go out.
     return ssl_step(
-        c, fd, "tls read", err, [&] { return SSL_read_ex(c.ssl, buf, n, &got); }, &eof);
+        c, fd, "tls read", err,
+        [&] {
+          const int r = SSL_read_ex(c.ssl, buf, n, &got);
+          // About to park with nothing received: give back the ~17 KiB read buffer SSL_read
+          // took for the next record (SSL_MODE_RELEASE_BUFFERS frees it only once a record is
+          // consumed), so an idle connection holds none. A no-op while it holds data.
+          if (r != 1 && SSL_get_error(c.ssl, r) == SSL_ERROR_WANT_READ) SSL_free_buffers(c.ssl);
+          return r;
+        },
+        &eof);
   });
   if (!st.ok()) return st;
   if (!err.ok()) return err;

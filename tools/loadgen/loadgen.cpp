@@ -17,6 +17,10 @@
 // says plainly how many connections that allows. Several generator processes (the showcase's
 // multi-process mode) take disjoint source addresses with --source_base.
 //
+// TLS: --tls dials with weft::tls (TLS 1.2/1.3; the certificate is not verified, since a
+// benchmark's server runs with a throwaway one; sessions are not resumed, so every connection
+// pays a full handshake), for the HTTPS benchmarks and idle TLS connections.
+//
 // Coordination with a script running several generators: --start_on_sigusr1 makes the generator
 // print "RAMPED conns=N" after the ramp and wait for SIGUSR1 before its traffic, so every
 // process holds its connections at the same moment; --histogram_out writes the latency
@@ -38,6 +42,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <weft/weft.hpp>
@@ -69,6 +74,8 @@ ABSL_FLAG(std::string, histogram_out, "",
 ABSL_FLAG(int, dial_concurrency, 512, "dials in flight at once during the ramp");
 ABSL_FLAG(absl::Duration, dial_timeout, absl::Seconds(10), "timeout of each dial");
 ABSL_FLAG(bool, progress, true, "show a progress bar while connections ramp up");
+ABSL_FLAG(bool, tls, false,
+          "TLS (weft::tls) over each connection; the certificate is not verified");
 
 namespace {
 
@@ -102,7 +109,8 @@ struct Shared {
 std::string describe(const absl::Status& s) { return std::string(s.ToString()); }
 
 // Reads one HTTP/1.1 response with a Content-Length body; `buf` keeps bytes read past it.
-absl::Status read_http_response(weft::net::TcpStream& s, std::string& buf) {
+template <class Stream>
+absl::Status read_http_response(Stream& s, std::string& buf) {
   std::size_t header_end;
   for (;;) {
     header_end = buf.find("\r\n\r\n");
@@ -141,7 +149,8 @@ absl::Status read_http_response(weft::net::TcpStream& s, std::string& buf) {
   return absl::OkStatus();
 }
 
-void run_traffic(Shared& sh, weft::net::TcpStream& s, int id) {
+template <class Stream>
+void run_traffic(Shared& sh, Stream& s, int id) {
   LatencyHistogram& h = sh.hist[id % kShards];
   std::uint64_t done = 0;
   std::string http_buf;
@@ -256,6 +265,19 @@ int main(int argc, char** argv) {
   struct Outcome {
     double ramp_s = 0, traffic_s = 0;
   } out;
+  std::optional<weft::tls::ClientContext> tls;
+  if (absl::GetFlag(FLAGS_tls)) {
+    weft::tls::ClientConfig cfg;
+    cfg.verify = false;
+    cfg.session_cache_size = 0;
+    if (sh.http) cfg.alpn = {"http/1.1"};
+    absl::StatusOr<weft::tls::ClientContext> c = weft::tls::ClientContext::create(cfg);
+    if (!c.ok()) {
+      std::fprintf(stderr, "loadgen: %s\n", describe(c.status()).c_str());
+      return 2;
+    }
+    tls = std::move(*c);
+  }
   const unsigned workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)));
   weft::run(
       [&] {
@@ -267,27 +289,39 @@ int main(int argc, char** argv) {
         finished_traffic.add(conns);
         closed.add(conns);
         const auto ramp_start = Clock::now();
+        // One connection's life, over a TcpStream or a TlsStream.
+        auto connection = [&](int i, auto dial) {
+          weft::net::DialOptions opts;
+          opts.timeout = dial_timeout;
+          if (!sh.sources.empty()) opts.local_addr = sh.sources[i % sh.sources.size()];
+          dial_slots.acquire();
+          auto s = dial(opts);
+          dial_slots.release();
+          if (s.ok()) {
+            sh.connected.fetch_add(1, std::memory_order_relaxed);
+          } else {
+            if (sh.dial_failed.fetch_add(1, std::memory_order_relaxed) == 0) {
+              std::fprintf(stderr, "\nloadgen: dial failed: %s\n", describe(s.status()).c_str());
+            }
+          }
+          dialed.done();
+          start.recv();  // nullopt once closed
+          if (s.ok() && i < active) run_traffic(sh, *s, i);
+          finished_traffic.done();
+          finish.recv();
+          closed.done();
+        };
         for (int i = 0; i < conns; ++i) {
           weft::go([&, i] {
-            weft::net::DialOptions opts;
-            opts.timeout = dial_timeout;
-            if (!sh.sources.empty()) opts.local_addr = sh.sources[i % sh.sources.size()];
-            dial_slots.acquire();
-            absl::StatusOr<weft::net::TcpStream> s = weft::net::dial_tcp(sh.addr, opts);
-            dial_slots.release();
-            if (s.ok()) {
-              sh.connected.fetch_add(1, std::memory_order_relaxed);
+            if (tls) {
+              connection(i, [&](const weft::net::DialOptions& o) {
+                return weft::tls::dial(sh.addr, *tls, o);
+              });
             } else {
-              if (sh.dial_failed.fetch_add(1, std::memory_order_relaxed) == 0) {
-                std::fprintf(stderr, "\nloadgen: dial failed: %s\n", describe(s.status()).c_str());
-              }
+              connection(i, [&](const weft::net::DialOptions& o) {
+                return weft::net::dial_tcp(sh.addr, o);
+              });
             }
-            dialed.done();
-            start.recv();  // nullopt once closed
-            if (s.ok() && i < active) run_traffic(sh, *s, i);
-            finished_traffic.done();
-            finish.recv();
-            closed.done();
           });
         }
         // Progress while ramping.

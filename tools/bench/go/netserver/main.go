@@ -5,7 +5,9 @@
 //
 //	--bench-server=echo  accept loop; per connection a goroutine with a 512-byte buffer:
 //	                     conn.Read, conn.Write what was read, until EOF or an error
-//	--bench-server=http  net/http: "Hello, World!" (text/plain) at "/", HTTP/1.1 keep-alive
+//	--bench-server=http  net/http: "Hello, World!" (text/plain) at "/", HTTP/1.1 keep-alive;
+//	                     with --tls-cert=FILE --tls-key=FILE over TLS (http.Server.ServeTLS,
+//	                     crypto/tls defaults), as the HTTPS and idle-TLS benches run it
 //
 // --listen=HOST:PORT (port 0: the kernel picks; the line "listening on HOST:PORT" gives the real
 // one once connections are accepted), --workers=N sets GOMAXPROCS (0: all CPUs). SIGTERM or SIGINT
@@ -32,6 +34,8 @@ var (
 	modeFlag    = flag.String("bench-server", "", "echo or http")
 	listenFlag  = flag.String("listen", "127.0.0.1:0", "address to listen on, HOST:PORT")
 	workersFlag = flag.Int("workers", 0, "GOMAXPROCS; 0 means all CPUs")
+	certFlag    = flag.String("tls-cert", "", "http: serve HTTPS with this certificate (PEM)")
+	keyFlag     = flag.String("tls-key", "", "the private key (PEM) of --tls-cert")
 )
 
 func fail(format string, args ...any) {
@@ -111,7 +115,12 @@ func main() {
 		mux.HandleFunc("/", hello)
 		srv := &http.Server{Handler: mux}
 		go func() {
-			err := srv.Serve(l)
+			var err error
+			if *certFlag != "" {
+				err = srv.ServeTLS(l, *certFlag, *keyFlag)
+			} else {
+				err = srv.Serve(l)
+			}
 			if errors.Is(err, net.ErrClosed) {
 				err = nil
 			}
