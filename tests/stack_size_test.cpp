@@ -5,8 +5,10 @@
 // that overflows its own small stack dies with a report naming that size; a malformed table, a
 // missing one or a size above the largest class is a clear error; the stack profile records the
 // size each name ran with. Every runtime test runs at 1, 2, 4 and 8 workers.
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -238,6 +240,46 @@ TEST_P(StackSizeDeathTest, OverflowingItsOwnSmallStackIsReportedWithThatSize) {
                    },
                    o),
                "weft: fiber [0-9]+ \"tiny\" overflowed its 16 KiB stack \\(its own size");
+}
+
+// weft::detail::release_stack_below_frame (used after TLS handshakes): the pages a finished deep
+// call touched are no longer resident afterwards (mincore), the frames still live keep their
+// values, and the next deep call runs on fresh pages.
+WEFT_TEST_OPAQUE std::uintptr_t deep_frame(int depth, std::uint64_t* sum) {
+  volatile char pad[1024];
+  for (std::size_t i = 0; i < sizeof pad; ++i) pad[i] = static_cast<char>(depth + i);
+  *sum += static_cast<unsigned char>(pad[depth % sizeof pad]);
+  if (depth == 0) return reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+  const std::uintptr_t r = deep_frame(depth - 1, sum);  // not a tail call: the frames stack up
+  *sum += static_cast<unsigned char>(pad[0]);
+  return r;
+}
+
+bool page_resident(std::uintptr_t addr) {
+  const std::uintptr_t page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  unsigned char v = 0;
+  if (mincore(reinterpret_cast<void*>(addr & ~(page - 1)), page, &v) != 0) return true;
+  return (v & 1) != 0;
+}
+
+TEST_P(StackSizeTest, ReleasingTheStackBelowTheFrameDropsTheDeepPagesAndKeepsTheLiveOnes) {
+  weft::run(
+      [] {
+        weft::Task<void> t = weft::spawn([] {
+          volatile std::uint64_t live = 0x5eed;  // a live frame's value: must survive
+          std::uint64_t sum1 = 0, sum2 = 0;
+          const std::uintptr_t deepest = deep_frame(40, &sum1);  // ~40 KiB below this frame
+          EXPECT_TRUE(page_resident(deepest));
+          weft::detail::release_stack_below_frame();
+          EXPECT_FALSE(page_resident(deepest)) << "the deep call's pages stay resident";
+          EXPECT_EQ(live, 0x5eedu);
+          EXPECT_EQ(deep_frame(40, &sum2), deepest);  // runs again, on zero-filled pages
+          EXPECT_EQ(sum1, sum2);
+        });
+        t.join();
+        weft::detail::release_stack_below_frame();  // the main fiber: a no-op or a release, safe
+      },
+      opts());
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include "tls_errors.hpp"
 #include "tls_state.hpp"
+#include "weft/detail/fiber_api.hpp"
 
 namespace weft::tls {
 using detail::Conn;
@@ -92,6 +93,9 @@ absl::Status handshake(Conn& c, std::chrono::nanoseconds timeout, const char* wh
   if (!st.ok()) {
     return absl::Status(st.code(), absl::StrCat(st.message(), " (peer ", c.peer, ")"));
   }
+  // The key exchange and signature ran deep on this fiber's stack; an idle connection need not
+  // keep those pages (a few KiB each of thousands of connections).
+  if (err.ok()) weft::detail::release_stack_below_frame();
   return err;
 }
 

@@ -1,12 +1,17 @@
 // this_fiber::sleep_until/sleep_for (a WaitBounds -- the deadline timer, the stop request, a
-// bound's signal -- armed before a gated park), stop_requested, id and set_name.
+// bound's signal -- armed before a gated park), stop_requested, id and set_name; and
+// release_stack_below_frame (weft/detail/fiber_api.hpp).
+#include <sys/mman.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "core/fiber.hpp"
 #include "core/registry.hpp"
 #include "sched/scheduler.hpp"
 #include "weft/detail/deadline.hpp"
+#include "weft/detail/fiber_api.hpp"
 #include "weft/detail/wait_bounds.hpp"
 #include "weft/runtime.hpp"
 
@@ -96,6 +101,22 @@ absl::Status this_fiber::sleep_for(std::chrono::nanoseconds d, const CancelToken
 bool this_fiber::stop_requested() noexcept {
   detail::CancelSignal* s = detail::current_stop_signal();
   return s && s->fired();
+}
+
+void detail::release_stack_below_frame() noexcept {
+  detail::Fiber* f = detail::current_fiber();
+  detail::Runtime* rt = detail::current_runtime();
+  if (!f || !rt) return;
+  const std::uintptr_t lo =
+      reinterpret_cast<std::uintptr_t>(f->stack.load(std::memory_order_relaxed));
+  // The frame's address, not a local's: under ASan a local may live on a fake stack.
+  const std::uintptr_t sp = reinterpret_cast<std::uintptr_t>(__builtin_frame_address(0));
+  const std::uintptr_t page = rt->stacks().page_size();
+  if (lo == 0 || sp <= lo || sp - lo > rt->stacks().class_size(f->stack_class)) return;
+  // Keep the page holding the frame and the one under it: madvise's own call frames are there.
+  const std::uintptr_t hi = (sp & ~(page - 1)) - page;
+  const std::uintptr_t start = (lo + page - 1) & ~(page - 1);
+  if (hi > start) madvise(reinterpret_cast<void*>(start), hi - start, MADV_DONTNEED);
 }
 
 std::uint64_t this_fiber::id() noexcept {

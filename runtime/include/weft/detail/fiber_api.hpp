@@ -34,6 +34,12 @@ void fiber_abandon(Fiber* f) noexcept;
 // (an explicit size, else the stack-size table's size for the name, else the default). Throws
 // std::invalid_argument for a size above the largest class.
 void fiber_configure(Fiber* f, std::string_view name, std::size_t stack_size);
+// Gives the pages of the calling fiber's stack below its current frame back to the kernel
+// (MADV_DONTNEED), keeping one page under the frame for the calls it makes next. For after a deep
+// call that is over -- a TLS handshake's key exchange and signature -- so that a fiber that then
+// idles holds only the pages its live frames use (the RSS of an idle connection). The next deep
+// call faults fresh zero pages in again. One system call; a no-op outside a fiber.
+void release_stack_below_frame() noexcept;
 // Makes a created fiber runnable. With `joinable`, the caller keeps a reference for join().
 void fiber_start(Fiber* f, bool joinable);
 // Parks until `f` has finished (any caller: fiber or plain thread). Returns false if it was
