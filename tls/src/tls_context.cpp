@@ -135,8 +135,10 @@ int on_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsign
 int on_new_session(SSL* ssl, SSL_SESSION* sess) {
   Conn* c = conn_of(ssl);
   if (!c || !c->client || c->client->cache_cap == 0 || c->session_key.empty()) return 0;
-  c->client->remember(c->session_key, sess);
-  return 1;  // the cache took the reference
+  // The cache keeps a copy of its own: `sess` stays the connection's (OpenSSL reads it again
+  // for the next ticket), and a cached session is touched only under the cache's lock.
+  if (SSL_SESSION* copy = SSL_SESSION_dup(sess)) c->client->remember(c->session_key, copy);
+  return 0;  // the connection keeps its reference
 }
 
 }  // namespace
@@ -171,11 +173,12 @@ void ClientState::remember(const std::string& key, SSL_SESSION* s) {
 }
 
 SSL_SESSION* ClientState::recall(const std::string& key) const {
+  // A copy per connection, made under the lock: cached sessions are shared with no connection
+  // and touched only under cache_mu, so the cache frees one as soon as a newer one replaces it.
+  // (Shared ones were ordered only by OpenSSL's reference counts, which TSan cannot see.)
   std::lock_guard<std::mutex> g(cache_mu);
   auto it = sessions.find(key);
-  if (it == sessions.end()) return nullptr;
-  SSL_SESSION_up_ref(it->second);
-  return it->second;
+  return it == sessions.end() ? nullptr : SSL_SESSION_dup(it->second);
 }
 
 }  // namespace detail

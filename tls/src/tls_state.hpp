@@ -50,8 +50,8 @@ struct ClientState {
   std::unordered_map<std::string, SSL_SESSION*> sessions;  // owns one reference each
   std::deque<std::string> order;                           // keys, oldest first (may repeat)
   ~ClientState();
-  void remember(const std::string& key, SSL_SESSION* s);  // takes the reference
-  SSL_SESSION* recall(const std::string& key) const;      // a new reference, or null
+  void remember(const std::string& key, SSL_SESSION* s);  // takes it (a copy no SSL uses)
+  SSL_SESSION* recall(const std::string& key) const;      // a copy (the caller owns it), or null
 };
 
 struct Conn {
