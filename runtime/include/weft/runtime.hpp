@@ -439,6 +439,12 @@ struct Stats {
 };
 Stats stats();
 
+// Writes stats(), each worker's run-queue lengths and sampled histograms of park time and
+// scheduling latency in Prometheus' text exposition format 0.0.4, every name starting with
+// `weft_` (a /metrics endpoint; docs/api.md lists them). Takes no lock. Without a running
+// runtime the values are 0 and no worker is listed.
+void write_metrics(std::ostream& out);
+
 // Writes one line per fiber: id, name, state, what it waits on and for how long, stack used/size.
 void dump_fibers(std::ostream& out);
 

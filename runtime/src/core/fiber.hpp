@@ -15,7 +15,9 @@
 //  - `locals`: the fiber itself only (sched/fiber_locals.cpp).
 //  - `stop`: thread-safe (weft/detail/cancel_signal.hpp); only the fiber's own waits attach.
 //  - `refs`: 1 for the running fiber + 1 for a Task handle; the last release frees the memory.
-//  - wait_* fields: written by the fiber itself before it parks, read racily by dumps.
+//  - wait_* fields, `parked_at_ns`: written by the fiber itself before it parks, read racily by
+//    dumps. `track` (and, while it is set, parked_at_ns): the metrics' sampling state, written
+//    only by the fiber's owner of the moment (sched/tracking.hpp).
 #pragma once
 
 #include <atomic>
@@ -57,6 +59,7 @@ struct Fiber {
   bool unwound = false;              // it ended by FiberUnwind rather than by returning
   std::uint8_t stack_class = 0;      // StackPool size class; set before it first runs
   std::atomic<WaitReason> wait_reason{WaitReason::kNone};
+  std::uint8_t track = 0;  // kTrack* (sched/tracking.hpp): a sampled park or yield in progress
   std::atomic<std::uint32_t> refs{1};
   std::atomic<std::uintptr_t> join_word{0};  // 0 running, 1 done, else a joiner's WaitNode*
   Fiber* reg_prev = nullptr;
@@ -66,7 +69,8 @@ struct Fiber {
                                   // itself touches them, and it frees them before it ends
   CancelSignal stop;              // fired by Task::request_stop; its bounded waits attach to it
   std::atomic<std::int64_t> wait_arg{-1};
-  std::atomic<std::int64_t> parked_at_ns{0};
+  std::atomic<std::int64_t> parked_at_ns{0};  // coarse clock; exact on a sampled park (and
+                                              // when it was woken, while `track` says so)
   // Per-fiber copies of thread state that the compiler and libstdc++ keep per kernel thread.
   void* eh_caught = nullptr;     // __cxa_eh_globals::caughtExceptions
   unsigned int eh_uncaught = 0;  // __cxa_eh_globals::uncaughtExceptions
@@ -82,6 +86,11 @@ struct Fiber {
   std::uint32_t storage_offset = 0;  // closure storage starts here, aligned for the closure
   std::uint32_t alloc_align = 0;     // operator new's alignment; 0: from FiberAlloc
 };
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// FiberAlloc's 224-byte chunks leave 56 bytes for the closure after these 168 (fiber_alloc.hpp).
+static_assert(sizeof(Fiber) == 168,
+              "Fiber grew: check FiberAlloc::kChunk and docs/architecture.md");
+#endif
 
 // Every change of Fiber::state goes through one of these two functions (marl's
 // changeFiberState), so debug builds check each transition against the diagram above.

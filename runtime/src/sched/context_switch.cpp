@@ -15,6 +15,7 @@
 #include "sched/fiber_lifecycle.hpp"
 #include "sched/fiber_locals.hpp"
 #include "sched/scheduler.hpp"
+#include "sched/tracking.hpp"
 #include "weft/detail/assert.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -146,6 +147,7 @@ void switch_to(Worker& w, Fiber* next) {
                 "resuming a finished fiber");
     if (!next->ctx.load(std::memory_order_relaxed)) prepare_first_run(w, next);
     fiber_set_state(next, FiberState::kRunning);
+    track_run(w, next);  // a sampled fiber's scheduling latency ends here (tracking.hpp)
     target = next->ctx.load(std::memory_order_relaxed);
     w.switches.store(w.switches.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   } else {

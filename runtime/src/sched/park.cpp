@@ -2,7 +2,8 @@
 // once its context is saved, see scheduler.hpp), Waker::wake() (the one Parked -> Runnable CAS of
 // a wake), this_fiber::yield(), coop_tick() (the cooperative budget), and the plain-thread
 // variants (ThreadParker). The protocol is
-// described in weft/detail/park.hpp.
+// described in weft/detail/park.hpp. park() and yield() are the switch-outs that the metrics
+// sample (sched/tracking.hpp).
 #include <stdexcept>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "core/thread_parker.hpp"
 #include "sched/context_switch.hpp"
 #include "sched/scheduler.hpp"
+#include "sched/tracking.hpp"
 #include "weft/detail/assert.hpp"
 #include "weft/runtime.hpp"
 
@@ -60,8 +62,9 @@ void park(CommitFn commit, void* arg, WaitReason reason, std::int64_t reason_arg
   if (rt->unwinding() && std::uncaught_exceptions() == 0) throw FiberUnwind{};
   self->wait_reason.store(reason, std::memory_order_relaxed);
   self->wait_arg.store(reason_arg, std::memory_order_relaxed);
-  self->parked_at_ns.store(rt->coarse_now(), std::memory_order_relaxed);
-  w->parks.store(w->parks.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  const std::uint64_t parks = w->parks.load(std::memory_order_relaxed) + 1;
+  w->parks.store(parks, std::memory_order_relaxed);
+  track_park(parks, self, rt->coarse_now());  // parked_at_ns; exact when sampled
   w->coop_count = 0;  // a park ends the run of operations that completed at once
   w->pending = Pending{Pending::kPark, self, commit, arg};
   switch_to(*w, rt->pick_next(*w));
@@ -108,6 +111,7 @@ void this_fiber::yield() {
   // Nothing else to run: keep going, unless the runtime is stopping, in which case the worker
   // must get back to its scheduler loop (the fiber is queued and unwound later).
   if (!next && !rt->stopping()) return;
+  track_yield(w->yield_tick, w->current);
   w->pending = Pending{Pending::kYield, w->current, nullptr, nullptr};
   switch_to(*w, next);
   Fiber* me = current_fiber();

@@ -50,6 +50,7 @@ void Runtime::refill_runq(Worker& w) noexcept {
 
 bool Runtime::ready(Fiber* f, Worker* w, ReadyPlace place) noexcept {
   if (!fiber_claim_parked(f)) return false;
+  track_wake(*this, f, w);  // a sampled park ends here (tracking.hpp)
   if (place == kQueueTail) {
     WEFT_ASSERT(w && w->rt == this, "ready(kQueueTail) needs the caller's own worker");
     push_local(*w, f);

@@ -45,6 +45,7 @@
 #include "core/fiber.hpp"
 #include "core/thread_mutex.hpp"
 #include "sched/stack_sizes.hpp"
+#include "sched/tracking.hpp"
 #include "sched/tuning.hpp"
 #include "sched/worker.hpp"
 #include "weft/detail/poller.hpp"
@@ -134,6 +135,8 @@ class Runtime {
   // what the monitor reads (stats() also reads the monitor, which it must not do).
   std::uint64_t fibers_alive() const noexcept;
   std::atomic<std::uint64_t> foreign_spawned{0};  // fibers started from plain threads
+  // Sampled park times of fibers woken from plain threads (tracking.hpp; any thread records).
+  LatencyHistogram foreign_park_hist;
 
   // For the monitor: every worker idle, no queued fiber, no pending timer, no blocking() job and
   // nothing parked on the poller: no fiber can become runnable except from an outside thread.

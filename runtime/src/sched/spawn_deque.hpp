@@ -59,6 +59,12 @@ class SpawnDeque {
   bool empty() const noexcept {
     return bottom_.load(std::memory_order_seq_cst) <= top_.load(std::memory_order_seq_cst);
   }
+  // Any thread, approximate (the metrics' queue length): 0..kCapacity.
+  std::int64_t size() const noexcept {
+    const std::int64_t t = top_.load(std::memory_order_relaxed);
+    const std::int64_t b = bottom_.load(std::memory_order_relaxed);
+    return b <= t ? 0 : (b - t < kCapacity ? b - t : kCapacity);
+  }
 
  private:
   alignas(64) std::atomic<std::int64_t> top_{0};

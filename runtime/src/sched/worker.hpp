@@ -1,8 +1,9 @@
 // Worker: one per kernel thread of the runtime (Go's P and M in one). Its fields are grouped by
 // who may touch them: the owner thread only; its queues (lock-free, stealable); counters written
-// by the owner and summed by stats() and the monitor; the monitor's view; and the futex word it
-// sleeps on (its list membership is Runtime::idle_slots_, guarded by Runtime::idle_mu_). Design of
-// the scheduler in scheduler.hpp.
+// by the owner and summed by stats() and the monitor; the metrics' histograms, written by the
+// owner and summed by write_metrics (sched/tracking.hpp); the monitor's view; and the futex word
+// it sleeps on (its list membership is Runtime::idle_slots_, guarded by Runtime::idle_mu_). Design
+// of the scheduler in scheduler.hpp.
 #pragma once
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include "core/stack_pool.hpp"
 #include "sched/run_queue.hpp"
 #include "sched/spawn_deque.hpp"
+#include "sched/tracking.hpp"
 #include "weft/detail/park.hpp"
 #include "weft/detail/poller.hpp"
 
@@ -41,6 +43,7 @@ struct alignas(64) Worker {
   std::uint32_t schedtick = 0;
   std::uint32_t runnext_streak = 0;
   std::uint32_t timer_tick = 0;
+  std::uint32_t yield_tick = 0;  // yields that switched, for sampling (tracking.hpp)
   // Cooperative budget (coop_tick): operations `coop_owner` completed without parking in a row.
   const Fiber* coop_owner = nullptr;
   std::uint32_t coop_count = 0;
@@ -75,6 +78,11 @@ struct alignas(64) Worker {
   std::atomic<std::uint64_t> finished{0};
   std::atomic<std::uint64_t> stacks_in_use{0};  // may go negative-then-positive across workers
   std::atomic<std::uint64_t> timers_fired{0};
+
+  // Sampled histograms (tracking.hpp): written by the owner only (relaxed), summed by
+  // write_metrics.
+  LatencyHistogram park_hist;     // park -> wake, recorded by the waker (ready() on this thread)
+  LatencyHistogram latency_hist;  // runnable -> running, recorded by switch_to
 
   // Monitor view.
   std::atomic<Fiber*> running{nullptr};      // the fiber it runs now (null when in the scheduler);
