@@ -2,7 +2,9 @@
 // for tests that treat it as a black box: started with --listen=127.0.0.1:0 --workers=1, its
 // address read from the "listening on HOST:PORT" line it prints, its fds and RSS read from /proc,
 // stopped with SIGTERM (or killed when the test ends). Under ASan it runs without the free-memory
-// quarantine, which would look like growth.
+// quarantine, which would look like growth. With an fd limit it starts under
+// `prlimit --nofile=N:N` (util-linux), soft and hard: the runtime raises a soft limit to the hard
+// one, so both are set.
 #pragma once
 
 #include <fcntl.h>
@@ -28,7 +30,11 @@ namespace weft_test {
 // An example server binary as a child process with a pipe on its stdout; killed on destruction.
 class ChildServer {
  public:
-  explicit ChildServer(std::string bin) : bin_(std::move(bin)) {}
+  // `fd_limit` > 0: the child's RLIMIT_NOFILE, soft and hard (see has_prlimit()).
+  explicit ChildServer(std::string bin, int fd_limit = 0)
+      : bin_(std::move(bin)), fd_limit_(fd_limit) {}
+  static constexpr const char* kPrlimit = "/usr/bin/prlimit";
+  static bool has_prlimit() { return access(kPrlimit, X_OK) == 0; }
   ChildServer(const ChildServer&) = delete;
   ChildServer& operator=(const ChildServer&) = delete;
   ~ChildServer() {
@@ -51,7 +57,12 @@ class ChildServer {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, p[1], 1);
     std::string bin = bin_, listen = "--listen=127.0.0.1:0", workers = "--workers=1";
-    std::vector<char*> argv = {bin.data(), listen.data(), workers.data()};
+    std::string prlimit = kPrlimit,
+                nofile = "--nofile=" + std::to_string(fd_limit_) + ":" + std::to_string(fd_limit_),
+                dashes = "--";
+    std::vector<char*> argv;
+    if (fd_limit_ > 0) argv = {prlimit.data(), nofile.data(), dashes.data()};  // then execs bin
+    for (std::string* a : {&bin, &listen, &workers}) argv.push_back(a->data());
     for (std::string& f : extra_flags) argv.push_back(f.data());
     argv.push_back(nullptr);
     // Under ASan freed blocks sit in a quarantine (256 MiB by default) instead of being reused,
@@ -69,7 +80,7 @@ class ChildServer {
     std::vector<char*> envp;
     for (auto& e : env_strings) envp.push_back(e.data());
     envp.push_back(nullptr);
-    const int rc = posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), envp.data());
+    const int rc = posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     close(p[1]);
     out_ = p[0];
@@ -151,6 +162,7 @@ class ChildServer {
   }
 
   std::string bin_;
+  int fd_limit_ = 0;
   pid_t pid_ = -1;
   int out_ = -1;
   std::string addr_;

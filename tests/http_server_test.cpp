@@ -3,20 +3,23 @@
 // keep-alive connection starts right after HEAD's headers (a body there was read by curl as
 // "Excess found" and broke the framing); a pipelined HEAD + GET + HEAD gets three responses in
 // order; an unknown path is 404 and HEAD of it has no body either; a method other than GET/HEAD
-// is 405.
+// is 405. GET /metrics answers Prometheus text (Content-Type text/plain; version=0.0.4) that the
+// strict parser of prom_text.hpp accepts, and promtool too where it is installed. HTTPS: curl
+// fetches over TLS; the connection cap and the header timeout hold over TLS as well (the other
+// hostile-client tests are tests/hardening_test.cpp).
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
 #include <filesystem>
-
 #include <string>
 #include <string_view>
 #include <weft/weft.hpp>
 
 #include "child_server.hpp"
 #include "net_test_util.hpp"
+#include "prom_text.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -102,6 +105,33 @@ TEST_F(HttpServerTest, OtherMethodsAre405) {
   EXPECT_EQ(r.rfind("HTTP/1.1 405 Method Not Allowed\r\n", 0), 0u) << r;
 }
 
+TEST_F(HttpServerTest, MetricsArePrometheusText) {
+  // A request first, so that the server has parked and switched.
+  (void)exchange(server_.addr(), "GET / HTTP/1.1\r\nHost: t\r\n\r\n", {false});
+  const std::string r =
+      exchange(server_.addr(), "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n", {false});
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  EXPECT_NE(r.find("\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"),
+            std::string::npos)
+      << r;
+  const std::size_t head_end = r.find("\r\n\r\n");
+  ASSERT_NE(head_end, std::string::npos) << r;
+  const std::string body = r.substr(head_end + 4);
+  EXPECT_NE(r.substr(0, head_end).find("Content-Length: " + std::to_string(body.size())),
+            std::string::npos)
+      << r;
+  const weft_test::prom::Exposition e = weft_test::prom::parse(body);
+  ASSERT_EQ(e.error, "") << body;
+  EXPECT_EQ(e.value("weft_workers"), 1.0) << body;  // ChildServer runs it with --workers=1
+  EXPECT_GT(e.value("weft_parks_total"), 0.0) << body;
+  ASSERT_NE(e.family("weft_run_queue_length"), nullptr) << body;
+  EXPECT_EQ(e.family("weft_run_queue_length")->samples.size(), 1u) << body;
+  EXPECT_NE(e.family("weft_park_duration_seconds"), nullptr) << body;
+  if (const auto checked = weft_test::prom::promtool_check(body)) {
+    EXPECT_EQ(checked->status, 0) << checked->output << "\n" << body;
+  }
+}
+
 // HTTPS: http_server --tls-cert=FILE --tls-key=FILE, fetched with curl --cacert (a real client,
 // which checks the certificate against the CA and the name). The certificate is made here with
 // openssl req; an ECDSA key keeps it fast under the sanitizers.
@@ -117,23 +147,29 @@ std::string shell(const std::string& cmd, int* status) {
   return out;
 }
 
-TEST(HttpsServerTest, CurlFetchesOverTlsAndAPlainClientIsRefused) {
+// A fresh directory with cert.pem and key.pem for localhost and 127.0.0.1; *status is openssl's.
+std::string make_certificate(int* status, std::string* out) {
   char tmpl[] = "/tmp/weft-https-test-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
+  *out = shell("cd " + dir +
+                   " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+                   "-keyout key.pem -out cert.pem -days 30 -subj /CN=localhost "
+                   "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>&1",
+               status);
+  return dir;
+}
+
+TEST(HttpsServerTest, CurlFetchesOverTlsAndAPlainClientIsRefused) {
   int st = -1;
-  const std::string made = shell(
-      "cd " + dir +
-          " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
-          "-keyout key.pem -out cert.pem -days 30 -subj /CN=localhost "
-          "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>&1",
-      &st);
+  std::string made;
+  const std::string dir = make_certificate(&st, &made);
   ASSERT_EQ(st, 0) << made;
   ChildServer server{WEFT_HTTP_SERVER};
   ASSERT_EQ(server.start({"--tls-cert=" + dir + "/cert.pem", "--tls-key=" + dir + "/key.pem"}), "");
   const std::string port = server.addr().substr(server.addr().rfind(':') + 1);
   // Two requests on one connection (keep-alive over TLS), then HEAD.
-  const std::string curl = "curl -sS --max-time 20 --cacert " + dir + "/cert.pem --resolve localhost:" +
-                           port + ":127.0.0.1 ";
+  const std::string curl = "curl -sS --max-time 20 --cacert " + dir +
+                           "/cert.pem --resolve localhost:" + port + ":127.0.0.1 ";
   const std::string url = "https://localhost:" + port + "/";
   std::string out = shell(curl + url + " " + url + " 2>&1", &st);
   EXPECT_EQ(st, 0) << out;
@@ -142,7 +178,8 @@ TEST(HttpsServerTest, CurlFetchesOverTlsAndAPlainClientIsRefused) {
   EXPECT_EQ(st, 0) << out;
   EXPECT_EQ(out.rfind("HTTP/1.1 200 OK", 0), 0u) << out;
   // curl without the CA refuses the server; plain HTTP on the TLS port gets no HTTP answer.
-  out = shell("curl -sS --max-time 20 --resolve localhost:" + port + ":127.0.0.1 " + url + " 2>&1", &st);
+  out = shell("curl -sS --max-time 20 --resolve localhost:" + port + ":127.0.0.1 " + url + " 2>&1",
+              &st);
   EXPECT_EQ(st, 60) << "curl's 'peer certificate cannot be authenticated': " << out;
   out = shell("curl -sS --max-time 20 http://127.0.0.1:" + port + "/ 2>&1", &st);
   EXPECT_NE(st, 0) << out;
@@ -150,6 +187,73 @@ TEST(HttpsServerTest, CurlFetchesOverTlsAndAPlainClientIsRefused) {
   // The server is still serving after both.
   out = shell(curl + url + " 2>&1", &st);
   EXPECT_EQ(out, "Hello, World!");
+  int exit_status = -1;
+  server.terminate(&exit_status);
+  EXPECT_EQ(exit_status, 0);
+  std::filesystem::remove_all(dir);
+}
+
+// The hostile-client bounds hold over TLS too: past --max_conns a TLS client gets its 503 over
+// TLS; once a slot is free, a request head that does not arrive within --header_timeout of the
+// handshake gets 408, and then a clean end (close_notify).
+TEST(HttpsServerTest, ConnectionCapAndHeaderTimeoutApplyOverTls) {
+  int st = -1;
+  std::string made;
+  const std::string dir = make_certificate(&st, &made);
+  ASSERT_EQ(st, 0) << made;
+  ChildServer server{WEFT_HTTP_SERVER};
+  ASSERT_EQ(server.start({"--tls-cert=" + dir + "/cert.pem", "--tls-key=" + dir + "/key.pem",
+                          "--max_conns=1", "--header_timeout=1s"}),
+            "");
+  weft::run(
+      [&] {
+        weft::tls::ClientConfig cfg;
+        cfg.ca_file = dir + "/cert.pem";
+        const weft::tls::ClientContext ctx = must(weft::tls::ClientContext::create(cfg), "ctx");
+        // Reads until the stream ends (close_notify: 0) or fails.
+        const auto read_all = [](weft::tls::TlsStream& c, bool* clean) {
+          c.set_read_deadline(in(kIoBound));
+          std::string got;
+          char buf[4096];
+          for (;;) {
+            absl::StatusOr<std::size_t> n = c.read(buf, sizeof buf);
+            if (!n.ok() || *n == 0) {
+              *clean = n.ok();
+              return got;
+            }
+            got.append(buf, *n);
+          }
+        };
+        weft::tls::TlsStream held = must(weft::tls::dial(server.addr(), ctx), "dial");
+        held.set_deadline(in(kIoBound));
+        must_ok(held.write_all("GET / HTTP/1.1\r\nHost: t\r\n\r\n"), "write");
+        std::string got;
+        char buf[4096];
+        while (!got.ends_with("Hello, World!")) {
+          got.append(buf, must(held.read(buf, sizeof buf), "read"));
+        }
+        weft::tls::TlsStream refused = must(weft::tls::dial(server.addr(), ctx), "dial");
+        bool clean = false;
+        const std::string r = read_all(refused, &clean);
+        EXPECT_EQ(r.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u) << r;
+        EXPECT_TRUE(clean) << "a refusal over TLS ends with close_notify";
+        held.close();  // the slot frees once the server has seen it go
+        std::string slow_got;
+        const auto give_up = Clock::now() + kIoBound;
+        do {
+          weft::this_fiber::sleep_for(std::chrono::milliseconds(20));
+          const auto t0 = Clock::now();  // before the dial: the server's bound starts later
+          weft::tls::TlsStream slow = must(weft::tls::dial(server.addr(), ctx), "dial");
+          must_ok(slow.write_all("GET / HTTP/1.1\r\nHo"), "write");
+          slow_got = read_all(slow, &clean);
+          if (slow_got.find(" 503 ") == std::string::npos) {
+            EXPECT_GE(Clock::now() - t0, std::chrono::seconds(1)) << "408 before the timeout";
+          }
+        } while (slow_got.find(" 503 ") != std::string::npos && Clock::now() < give_up);
+        EXPECT_EQ(slow_got.rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u) << slow_got;
+        EXPECT_TRUE(clean);
+      },
+      with_workers(1));
   int exit_status = -1;
   server.terminate(&exit_status);
   EXPECT_EQ(exit_status, 0);

@@ -1,6 +1,9 @@
-// No fd and no memory stays behind per connection: examples/echo_server, in a process of its own,
-// serves 50,000 short connections (connect, one echo, half-close, close), 100 at a time; its
-// open-fd count must come back to exactly the baseline and its RSS to within 4 MiB of it.
+// No fd and no memory stays behind per connection: examples/echo_server, http_server and
+// resp_server, each in a process of its own, serve 50,000 short connections (connect, one echo /
+// GET / PING, half-close, close), 100 at a time; the open-fd count must come back to exactly the
+// baseline and the RSS to within 4 MiB of it. (http_server and resp_server arm a read deadline on
+// every connection, their header / idle timeouts: the churn also shows that a connection closed
+// with its deadline armed leaves no timer behind.)
 // After a burst of 10,000 idle connections to echo_server and to chat_server has gone, RSS comes
 // back close to where the fresh server started (the monitor's HeapReturn; chat_server used to keep
 // hundreds of MB). Also its SIGTERM drain (weft::net::Server): with nothing connected it reports
@@ -78,24 +81,35 @@ std::string fan_out(int total, const std::function<void(int)>& body) {
              : std::to_string(failures.load()) + " failed, the first: " + first_failure;
 }
 
-// `total` short connections. Each sends 16 bytes, reads them back, half-closes, reads the
+// One request and its whole answer on a fresh connection: `request`, then exactly `answer`.
+struct Exchange {
+  std::string request, answer;
+};
+const Exchange kEcho{"0123456789abcdef", "0123456789abcdef"};
+const Exchange kHttpGet{"GET / HTTP/1.1\r\nHost: t\r\n\r\n",
+                        "HTTP/1.1 200 OK\r\nServer: weft\r\nContent-Type: text/plain\r\n"
+                        "Content-Length: 13\r\n\r\nHello, World!"};
+const Exchange kRespPing{"PING\r\n", "+PONG\r\n"};
+
+// `total` short connections. Each sends the request, reads the answer, half-closes, reads the
 // server's end of stream (so the server closes first), and closes.
-std::string short_connections(const std::string& addr, int total) {
+std::string short_connections(const std::string& addr, int total, const Exchange& x) {
   return fan_out(total, [&](int) {
     net::TcpStream c = must(net::dial_tcp(addr, kIoBound), "dial");
     c.set_deadline(in(kIoBound));
-    must_ok(c.write_all("0123456789abcdef"), "write");
-    char buf[16];
-    must_ok(c.read_full(std::as_writable_bytes(std::span(buf))), "read the echo");
+    must_ok(c.write_all(x.request), "write");
+    const std::string got = must(read_exactly(c, x.answer.size()), "read the answer");
+    if (got != x.answer) throw std::runtime_error("answered '" + got + "'");
     must_ok(c.shutdown_write(), "half-close");
+    char buf[16];
     if (must(c.read(buf, sizeof buf), "read end of stream") != 0) {
-      throw std::runtime_error("bytes after the echo");
+      throw std::runtime_error("bytes after the answer");
     }
   });
 }
 
-void check_no_leak(const ChildServer& server) {
-  ASSERT_EQ(short_connections(server.addr(), kWarmup), "");
+void check_no_leak(const ChildServer& server, const Exchange& x) {
+  ASSERT_EQ(short_connections(server.addr(), kWarmup, x), "");
   // The server closes its side when it reads our half-close; wait until the fd count settles.
   long base_fds = -1;
   ASSERT_TRUE(eventually([&] {
@@ -107,7 +121,7 @@ void check_no_leak(const ChildServer& server) {
   const long base_rss = server.rss_bytes();
   ASSERT_GT(base_rss, 0);
 
-  ASSERT_EQ(short_connections(server.addr(), kConns), "");
+  ASSERT_EQ(short_connections(server.addr(), kConns, x), "");
   long fds = -1, rss = -1;
   const bool settled = eventually(
       [&] {
@@ -126,7 +140,19 @@ TEST(NetLeak, FiftyThousandShortConnectionsLeaveNoFdAndNoMemoryBehind) {
   ChildServer server(WEFT_ECHO_SERVER);
   const std::string err = server.start();
   ASSERT_EQ(err, "");
-  weft::run([&] { check_no_leak(server); }, with_workers(1));
+  weft::run([&] { check_no_leak(server, kEcho); }, with_workers(1));
+}
+
+TEST(NetLeak, HttpServerFiftyThousandShortConnectionsLeaveNoFdAndNoMemoryBehind) {
+  ChildServer server(WEFT_HTTP_SERVER);
+  ASSERT_EQ(server.start(), "");
+  weft::run([&] { check_no_leak(server, kHttpGet); }, with_workers(1));
+}
+
+TEST(NetLeak, RespServerFiftyThousandShortConnectionsLeaveNoFdAndNoMemoryBehind) {
+  ChildServer server(WEFT_RESP_SERVER);
+  ASSERT_EQ(server.start(), "");
+  weft::run([&] { check_no_leak(server, kRespPing); }, with_workers(1));
 }
 
 // `total` connections held open at once, then all closed.

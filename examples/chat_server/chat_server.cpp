@@ -1,6 +1,7 @@
 #include "chat_server.hpp"
 
 #include <absl/container/flat_hash_map.h>
+#include <absl/time/time.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -14,7 +15,9 @@
 #include <weft/server.hpp>
 #include <weft/weft.hpp>
 
+#include "common/connection_cap.hpp"
 #include "common/linger_close.hpp"
+#include "common/read_timeouts.hpp"
 
 namespace chat {
 
@@ -38,8 +41,14 @@ struct Conn {
   }
   weft::net::TcpStream stream;
   std::atomic<bool> reset_on_close{false};
+  // Set before kill()'s deadline: the reader, which moves its read deadline itself (its
+  // timeouts), checks it after each move, so a kill is never undone by the reader.
+  std::atomic<bool> killed{false};
   // Fails the reader's and the writer's blocked calls at once (safe from any fiber).
-  void kill() { stream.set_deadline(Clock::now()); }
+  void kill() {
+    killed.store(true);
+    stream.set_deadline(Clock::now());
+  }
 };
 
 // Events for the hub.
@@ -63,31 +72,33 @@ using Event = std::variant<Join, Leave, Said, Shutdown>;
 
 class Hub {
  public:
-  // Joins are announced in batches: the nicks that joined within kJoinWindow of the first
-  // unannounced one (at most kJoinBatch) share one line, "* a, b, c joined". A broadcast per
-  // join is O(n^2) lines for n joins: it held the hub for 7-8 s while 8,000 clients joined, with
-  // /who and every message waiting behind it. A lone join is announced kJoinWindow late, and
-  // every other event first flushes the batch, so no line about a client precedes the news that
-  // it joined.
+  // Joins and leaves are announced in batches: the nicks that joined (or left, for the same
+  // reason) within kBatchWindow of the first unannounced one, at most kBatchMax, share one line,
+  // "* a, b, c joined" or "* a, b left (line timeout)". A broadcast per join or leave is O(n^2)
+  // lines for n of them: it held the hub for 7-8 s while 8,000 clients joined, with /who and
+  // every message waiting behind it; and 2,000 slowloris clients timing out at once sent each
+  // client 2,000 lines in a burst, more than its queue holds, so everyone was dropped as too
+  // slow. A lone join or leave is announced kBatchWindow late, and every other event (a join
+  // after leaves, a leave for another reason, any line) first flushes the batch, so the room
+  // hears everything in the order it happened.
   void run(const weft::Chan<Event>& events) {
     for (;;) {
       std::optional<Event> e;
-      if (joined_.empty()) {
+      if (batch_.empty()) {
         e = events.recv();
       } else {
-        const auto left = join_deadline_ - Clock::now();
+        const auto left = batch_deadline_ - Clock::now();
         if (left <= Clock::duration::zero() ||
             weft::select(weft::case_recv(events, [&](std::optional<Event> v) { e = std::move(v); }),
                          weft::case_timeout(left)) == 1) {
-          announce_joins();
+          announce();
           drop_slow_clients();
           continue;
         }
       }
       if (!e) break;  // closed: nobody is left to tell
-      if (!std::holds_alternative<Join>(*e)) announce_joins();
+      if (!std::holds_alternative<Join>(*e) && !std::holds_alternative<Leave>(*e)) announce();
       std::visit([this](auto& ev) { handle(ev); }, *e);
-      if (joined_.size() >= kJoinBatch) announce_joins();
       drop_slow_clients();
     }
   }
@@ -111,29 +122,41 @@ class Hub {
     by_nick_[nick] = j.id;
     Client& c = clients_[j.id] = Client{nick, std::move(j.conn), std::move(j.out)};
     send(j.id, c, "* welcome, you are " + nick + "; /help lists the commands\n");
-    if (joined_.empty()) join_deadline_ = Clock::now() + kJoinWindow;
-    joined_.push_back(std::move(nick));
+    batch(std::move(nick), " joined");
   }
 
-  // "* a joined" or "* a, b, c joined" for the joins not yet announced.
-  void announce_joins() {
-    if (joined_.empty()) return;
-    std::string line = "* ";
-    for (std::size_t i = 0; i < joined_.size(); ++i) {
-      if (i) line += ", ";
-      line += joined_[i];
+  // Adds `nick` to the batch of `what` (" joined", " left (reason)"), announcing the batch
+  // first if it is of something else, and after if it is full.
+  void batch(std::string nick, std::string_view what) {
+    if (!batch_.empty() && batch_what_ != what) announce();
+    if (batch_.empty()) {
+      batch_what_ = what;
+      batch_deadline_ = Clock::now() + kBatchWindow;
     }
-    joined_.clear();
-    broadcast(line + " joined\n");
+    batch_.push_back(std::move(nick));
+    if (batch_.size() >= kBatchMax) announce();
+  }
+
+  // "* a joined" or "* a, b, c left (why)" for the batch not yet announced.
+  void announce() {
+    if (batch_.empty()) return;
+    std::string line = "* ";
+    for (std::size_t i = 0; i < batch_.size(); ++i) {
+      if (i) line += ", ";
+      line += batch_[i];
+    }
+    batch_.clear();
+    if (batch_.capacity() > 4 * kBatchMax) std::vector<std::string>().swap(batch_);
+    broadcast(line + batch_what_ + "\n");
   }
 
   void handle(Leave& l) {
     auto it = clients_.find(l.id);
     if (it == clients_.end()) return;  // already dropped
     if (!l.to_client.empty()) it->second.out.try_send(std::move(l.to_client));
-    const std::string nick = it->second.nick;
+    std::string nick = it->second.nick;
     remove(it, /*kill=*/false);  // its writer flushes what is queued, then ends
-    broadcast("* " + nick + " left" + (l.reason.empty() ? "" : " (" + l.reason + ")") + "\n");
+    batch(std::move(nick), l.reason.empty() ? " left" : " left (" + l.reason + ")");
   }
 
   void handle(Said& s) {
@@ -231,16 +254,16 @@ class Hub {
     }
   }
 
+  // Announced in a batch too (whose broadcast may mark more, dropped after it).
   void drop_slow_clients() {
-    if (!slow_.empty()) announce_joins();  // "joined" before any "left" about the same client
     while (!slow_.empty()) {
       const std::uint64_t id = slow_.back();
       slow_.pop_back();
       auto it = clients_.find(id);
       if (it == clients_.end()) continue;
-      const std::string nick = it->second.nick;
+      std::string nick = it->second.nick;
       remove(it, /*kill=*/true);
-      broadcast("* " + nick + " left (too slow: dropped)\n");  // may mark more
+      batch(std::move(nick), " left (too slow: dropped)");
     }
     if (slow_.capacity() > 1024) std::vector<std::uint64_t>().swap(slow_);
   }
@@ -248,10 +271,11 @@ class Hub {
   std::map<std::uint64_t, Client> clients_;  // by id: join order
   absl::flat_hash_map<std::string, std::uint64_t> by_nick_;
   std::vector<std::uint64_t> slow_;  // clients to drop, each once (Client::marked_slow)
-  static constexpr std::size_t kJoinBatch = 256;
-  static constexpr std::chrono::milliseconds kJoinWindow{20};
-  std::vector<std::string> joined_;  // nicks that joined, not yet announced (announce_joins)
-  Clock::time_point join_deadline_;  // when joined_ is announced at the latest
+  static constexpr std::size_t kBatchMax = 256;
+  static constexpr std::chrono::milliseconds kBatchWindow{20};
+  std::vector<std::string> batch_;    // nicks that joined or left, not yet announced (announce())
+  std::string batch_what_;            // what they did: " joined", " left (why)"
+  Clock::time_point batch_deadline_;  // when batch_ is announced at the latest
   bool stopping_ = false;
 };
 
@@ -273,7 +297,7 @@ void client_main(weft::net::TcpStream stream, std::uint64_t id, const weft::Chan
         batch += *line;
       }
       if (!conn->stream.write_all(batch).ok()) {
-        conn->stream.set_read_deadline(Clock::now());  // the reader leaves too
+        conn->kill();  // the reader leaves too
         return;
       }
     }
@@ -282,11 +306,33 @@ void client_main(weft::net::TcpStream stream, std::uint64_t id, const weft::Chan
 
   LineFramer framer(opts.max_line);
   Leave leave{id, "", ""};
-  bool hung_up = false;  // the peer closed or reset: nothing left to linger for
+  bool hung_up = false;  // the peer closed or reset, or we were killed: nothing to linger for
   char buf[4096];
   std::string line;
+  // Waiting: for the next line, within idle_timeout; in a request: a line has begun, and must end
+  // within line_timeout of its first byte.
+  examples::ReadTimeouts timeouts(opts.idle_timeout, opts.line_timeout);
+  timeouts.wait_for_request();
   for (bool done = false; !done;) {
+    timeouts.arm(conn->stream);
+    if (conn->killed.load()) {  // after arm(): see Conn::killed
+      hung_up = true;
+      break;
+    }
     absl::StatusOr<std::size_t> n = conn->stream.read(buf, sizeof buf);
+    if (!n.ok() && n.status().code() == absl::StatusCode::kDeadlineExceeded &&
+        !conn->killed.load()) {
+      if (!timeouts.expired(conn->stream)) continue;  // an earlier deadline: read on
+      const bool mid_line = timeouts.in_request();
+      const std::string limit =
+          absl::FormatDuration(absl::FromChrono(mid_line ? opts.line_timeout : opts.idle_timeout));
+      leave.to_client = mid_line ? "! no end of line within " + limit +
+                                       " of its start (lines end with a newline); closing\n"
+                                 : "! nothing received for " + limit +
+                                       "; closing (send a line, an empty one too, to stay)\n";
+      leave.reason = mid_line ? "line timeout" : "idle";
+      break;
+    }
     if (!n.ok() || *n == 0) {
       hung_up = true;
       break;
@@ -302,6 +348,7 @@ void client_main(weft::net::TcpStream stream, std::uint64_t id, const weft::Chan
         done = true;
         break;
       }
+      timeouts.request_done();
       const std::string clean = sanitize(line);
       const Command cmd = parse_line(clean);
       if (cmd.kind == Command::Kind::kEmpty) continue;
@@ -311,6 +358,13 @@ void client_main(weft::net::TcpStream stream, std::uint64_t id, const weft::Chan
         break;
       }
       events.send(Said{id, cmd.kind, std::string(cmd.arg)});
+    }
+    // A partial line left: it began with this read if a line ended in it, or none was under way
+    // (request_begun() keeps an earlier start). Otherwise the idle wait starts now.
+    if (framer.buffered() > 0) {
+      timeouts.request_begun();
+    } else {
+      timeouts.wait_for_request();
     }
   }
   events.send(std::move(leave));
@@ -331,10 +385,15 @@ void run_chat_server(weft::net::TcpListener listener, weft::Chan<int> stop,
   weft::Task<void> hub =
       weft::spawn(weft::FiberOptions{.name = "chat-hub"}, [events] { Hub().run(events); });
   weft::net::Server server(std::move(listener));
+  examples::ConnectionCap cap("chat_server", "--max_conns", opts.max_conns);
+  const std::string full =
+      "! the server is full (" + std::to_string(cap.limit()) + " clients); try again later\n";
   std::atomic<std::uint64_t> next_id{0};
   weft::Task<absl::Status> serving = weft::spawn(weft::FiberOptions{.name = "chat-accept"}, [&] {
     return server.serve(
         [&](weft::net::TcpStream& s, const weft::Context&) {
+          std::optional<examples::ConnectionCap::Slot> slot = cap.try_admit();
+          if (!slot) return examples::refuse(s, full);
           // The stream stays bound to the server's context when it moves into the shared Conn.
           client_main(std::move(s), next_id.fetch_add(1, std::memory_order_relaxed) + 1, events,
                       opts);

@@ -5,6 +5,14 @@
 // events for the hub, and a writer fiber drains the client's bounded outgoing channel onto the
 // socket. The hub only ever try_send()s to a client: a client whose queue is full (it does not
 // read) is dropped, so one slow reader never stalls the hub or anyone else.
+//
+// Against idle and slow clients (examples/common/read_timeouts.hpp, connection_cap.hpp): a client
+// that has sent part of a line must finish it within line_timeout of its first byte; a client that
+// sends nothing at all for idle_timeout is told so and dropped (listening in silence is normal in
+// a chat, so the default is generous, and any line counts, an empty one too: the room ignores
+// empty lines, so a client can send one now and then to stay); at most max_conns clients at once,
+// past that a client is told the server is full and closed. Each is said to the client in a line
+// starting with "! " before the close.
 #pragma once
 
 #include <chrono>
@@ -24,6 +32,12 @@ struct ServerOptions {
   // At stop, how long the clients may take to leave before their sockets are cancelled (they
   // are told to leave at once; this bounds a writer still flushing to a slow reader).
   std::chrono::milliseconds drain_grace{1000};
+  // A line must be complete within this of its first byte; zero: no bound.
+  std::chrono::milliseconds line_timeout = std::chrono::seconds(30);
+  // A client that sends nothing (not even an empty line) for this long is dropped; zero: never.
+  std::chrono::milliseconds idle_timeout = std::chrono::hours(1);
+  // Clients served at once (lowered to fit the fd limit; 0: as many as it allows).
+  std::size_t max_conns = 10000;
 };
 
 // Serves chat clients on `listener` (needs a fiber) through weft::net::Server until `stop`

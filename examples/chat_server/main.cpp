@@ -1,6 +1,7 @@
 // chat_server: a line-based chat room on weft, usable with nc or telnet.
 //
-//   chat_server --listen=127.0.0.1:7070 [--workers=N] [--max_line=4096] [--out_queue=256]
+//   chat_server --listen=127.0.0.1:7070 [--workers=N] [--max_line=4096] [--out_queue=1024]
+//               [--line_timeout=30s] [--idle_timeout=1h] [--max_conns=10000] [--drain_grace=1s]
 //   nc 127.0.0.1 7070
 //
 // Every line a client sends goes to everyone as "<nick> line"; /nick NAME, /me ACTION, /who,
@@ -8,6 +9,13 @@
 // hears joins, leaves and lines on a channel; each client has a reader fiber and a writer fiber
 // draining a bounded channel, and a client too slow to keep up is dropped. A line longer than
 // --max_line ends its connection with an error; control bytes and invalid UTF-8 are replaced.
+// Hostile clients: a line must be complete within --line_timeout of its first byte (a client that
+// trickles a line, slowloris, is dropped); a client that sends nothing at all for --idle_timeout is
+// dropped (silent listeners are normal here, so the default is an hour, and any line resets it,
+// an empty one too, which the room ignores: a keep-alive); past --max_conns clients at once a
+// newcomer is told "! the server is full (N clients); try again later" and closed. --max_conns
+// is lowered to fit the fd limit, keeping fds to refuse with (examples/common/connection_cap.hpp).
+// Each drop is said to the client in a "! ..." line, and to the room as "* NICK left (why)".
 // Prints "listening on HOST:PORT" once ready; SIGINT/SIGTERM drain it (weft::net::Server): it stops
 // accepting, ends the connections (cancelled after --drain_grace if still busy) and exits.
 #include <absl/flags/flag.h>
@@ -32,6 +40,15 @@ ABSL_FLAG(std::size_t, max_line, chat::kDefaultMaxLine,
           "longest line a client may send, in bytes; longer ends the connection");
 ABSL_FLAG(std::size_t, out_queue, chat::ServerOptions{}.out_queue,
           "lines queued for a client before it counts as too slow and is dropped");
+ABSL_FLAG(absl::Duration, line_timeout, absl::FromChrono(chat::ServerOptions{}.line_timeout),
+          "a line must be complete within this of its first byte, else the client is dropped "
+          "(0: no limit)");
+ABSL_FLAG(absl::Duration, idle_timeout, absl::FromChrono(chat::ServerOptions{}.idle_timeout),
+          "a client that sends nothing, not even an empty line, for this long is dropped "
+          "(0: never)");
+ABSL_FLAG(std::size_t, max_conns, chat::ServerOptions{}.max_conns,
+          "clients served at once; past it a client is told the server is full (lowered to fit "
+          "the fd limit; 0: as many as it allows)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("line-based chat server on weft (try: nc HOST PORT)");
@@ -42,6 +59,9 @@ int main(int argc, char** argv) {
   opts.out_queue = std::max<std::size_t>(1, absl::GetFlag(FLAGS_out_queue));
   opts.drain_grace = std::chrono::duration_cast<std::chrono::milliseconds>(
       absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_drain_grace)));
+  opts.line_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_line_timeout));
+  opts.idle_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_idle_timeout));
+  opts.max_conns = absl::GetFlag(FLAGS_max_conns);
   weft::Options run_opts;
   run_opts.workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)));
   int rc = 0;

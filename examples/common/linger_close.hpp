@@ -1,7 +1,9 @@
 // linger_close: a server's polite end of a connection after its last reply (a protocol error,
-// QUIT, a line too long). It half-closes, then reads and discards what the peer still sends for up
-// to 500 ms (at most 1 MiB), so that the close does not find unread input: closing with unread
-// input sends a reset, which can destroy the reply still in flight to the peer.
+// QUIT, a line too long, a timeout, a refusal). It half-closes (a TLS stream sends close_notify
+// first), then reads and discards what the peer still sends for up to 500 ms (at most 1 MiB), so
+// that the close does not find unread input: closing with unread input sends a reset, which can
+// destroy the reply still in flight to the peer. Works on weft::net::TcpStream and
+// weft::tls::TlsStream.
 #pragma once
 
 #include <chrono>
@@ -10,8 +12,15 @@
 
 namespace examples {
 
-inline void linger_close(weft::net::TcpStream& s) {
-  if (!s.shutdown_write().ok()) return;
+template <class Stream>
+void linger_close(Stream& s) {
+  absl::Status ended;
+  if constexpr (requires { s.shutdown_write(); }) {
+    ended = s.shutdown_write();
+  } else {
+    ended = s.shutdown();  // weft::tls::TlsStream: close_notify, then the TCP half-close
+  }
+  if (!ended.ok()) return;
   s.set_read_deadline(std::chrono::steady_clock::now() + std::chrono::milliseconds(500));
   char buf[1024];
   std::size_t discarded = 0;

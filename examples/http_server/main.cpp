@@ -4,12 +4,28 @@
 //
 //   http_server --listen=127.0.0.1:8080 [--workers=N] [--drain_grace=1s]
 //               [--tls-cert=FILE --tls-key=FILE]   (HTTPS: TLS 1.2/1.3, ALPN http/1.1)
+//               [--header_timeout=10s] [--read_timeout=30s] [--idle_timeout=60s]
+//               [--max_body=1048576] [--max_conns=10000]
 //
 //   GET /        -> "Hello, World!"   (HEAD: the same headers, no body)
 //   GET /stats   -> weft::stats() as JSON
+//   GET /metrics -> weft::write_metrics(): Prometheus text format 0.0.4
 //   other paths  -> 404
 // Malformed requests get "400 Bad Request" and the connection is closed; a request head larger
-// than http_parser's limit (80 KiB) is malformed. Prints "listening on HOST:PORT" once ready;
+// than http_parser's limit (80 KiB) is malformed. Request bodies are read and discarded, at most
+// --max_body bytes: a larger one gets "413 Content Too Large" and a close.
+// Hostile clients (examples/common/read_timeouts.hpp, connection_cap.hpp), as Go's http.Server
+// and nginx bound them: a request head must arrive within --header_timeout (Go's
+// ReadHeaderTimeout, nginx's client_header_timeout) of the connection's start (after the TLS
+// handshake, itself bounded by --tls_handshake_timeout) for the first request, and of its first
+// byte for the next ones; the whole request, body included, within --read_timeout (Go's
+// ReadTimeout) of the same start. A request past either gets "408 Request Timeout" and a close;
+// a connection that sent nothing is closed without a word. Between requests, a keep-alive
+// connection waits at most --idle_timeout (Go's IdleTimeout, nginx's keepalive_timeout) for the
+// next request's first byte, then closes quietly. Past --max_conns connections at once a client
+// gets "503 Service Unavailable" and a close; --max_conns is lowered to fit the fd limit, keeping
+// fds to refuse with. Closes after a last response half-close and linger (linger_close.hpp), so
+// the response is not lost to a reset. Prints "listening on HOST:PORT" once ready;
 // SIGINT/SIGTERM drain it (weft::net::Server): it stops accepting, lets requests in flight finish
 // for up to --drain_grace, then cancels the connections left (idle keep-alives) and exits.
 #include <absl/flags/flag.h>
@@ -19,13 +35,19 @@
 #include <absl/time/time.h>
 #include <http_parser.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <weft/weft.hpp>
 
+#include "common/connection_cap.hpp"
 #include "common/dashed_flags.hpp"
+#include "common/linger_close.hpp"
 #include "common/listen_announced.hpp"
+#include "common/read_timeouts.hpp"
 #include "common/shutdown_signal.hpp"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:8080", "address to listen on, HOST:PORT");
@@ -37,15 +59,49 @@ ABSL_FLAG(std::string, tls_cert, "",
 ABSL_FLAG(std::string, tls_key, "", "the private key (PEM) of --tls-cert");
 ABSL_FLAG(absl::Duration, tls_handshake_timeout, absl::Seconds(10),
           "HTTPS: a client that has not finished its TLS handshake by then is dropped");
+ABSL_FLAG(absl::Duration, header_timeout, absl::Seconds(10),
+          "a request head must arrive within this of the connection's start (first request) or "
+          "of its first byte, else 408 and a close (Go's ReadHeaderTimeout; 0: no limit)");
+ABSL_FLAG(absl::Duration, read_timeout, absl::Seconds(30),
+          "the whole request, body included, must arrive within this of the same start, else 408 "
+          "and a close (Go's ReadTimeout; 0: no limit)");
+ABSL_FLAG(absl::Duration, idle_timeout, absl::Seconds(60),
+          "a keep-alive connection waits this long for the next request, then closes (Go's "
+          "IdleTimeout; 0: forever)");
+ABSL_FLAG(std::uint64_t, max_body, 1 << 20,
+          "largest request body read (and discarded); larger gets 413 and a close");
+ABSL_FLAG(std::size_t, max_conns, 10000,
+          "connections served at once; past it 503 and a close (lowered to fit the fd limit; 0: "
+          "as many as it allows)");
 
 namespace {
 
 constexpr std::size_t kMaxUrl = 8192;
 
+// What a connection may take, from the flags.
+struct Limits {
+  std::chrono::nanoseconds header_timeout, read_timeout, idle_timeout;
+  std::uint64_t max_body;
+  std::string timed_out;  // the 408's body
+};
+
 struct Conn {
+  explicit Conn(const Limits& l)
+      : limits(l), timeouts(l.idle_timeout, shorter(l.header_timeout, l.read_timeout)) {}
+  // The head's bound: the shorter of the two, either of which may be 0 (none).
+  static std::chrono::nanoseconds shorter(std::chrono::nanoseconds a, std::chrono::nanoseconds b) {
+    if (a <= std::chrono::nanoseconds::zero()) return b;
+    if (b <= std::chrono::nanoseconds::zero()) return a;
+    return std::min(a, b);
+  }
+  const Limits& limits;
   http_parser parser;
-  std::string url;  // of the request being parsed
-  std::string out;  // responses to write after this read's requests
+  examples::ReadTimeouts timeouts;
+  std::string url;          // of the request being parsed
+  std::string out;          // responses to write after this read's requests
+  std::uint64_t body = 0;   // bytes of the request's body so far
+  bool in_message = false;  // a request has begun (bytes of it arrived) and is not complete
+  bool too_large = false;   // its body passed limits.max_body
   bool close_after = false;
 };
 
@@ -69,6 +125,33 @@ std::string stats_json() {
                       ",\"stacks_in_use\":", s.stacks_in_use, "}\n");
 }
 
+int on_message_begin(http_parser* p) {
+  auto* c = static_cast<Conn*>(p->data);
+  c->in_message = true;
+  c->body = 0;
+  c->timeouts.request_begun();  // its head is due within --header_timeout from now
+  return 0;
+}
+
+int on_headers_complete(http_parser* p) {
+  auto* c = static_cast<Conn*>(p->data);
+  if ((p->flags & F_CONTENTLENGTH) && p->content_length > c->limits.max_body) {
+    c->too_large = true;
+    return -1;  // an error: the body is not read at all
+  }
+  // The head is in: the rest of the request is due within --read_timeout of its start.
+  c->timeouts.allow(c->limits.read_timeout);
+  return 0;
+}
+
+int on_body(http_parser* p, const char*, std::size_t len) {
+  auto* c = static_cast<Conn*>(p->data);
+  c->body += len;
+  if (c->body <= c->limits.max_body) return 0;
+  c->too_large = true;  // chunked: the total passed the limit
+  return 1;
+}
+
 int on_url(http_parser* p, const char* at, std::size_t len) {
   auto* c = static_cast<Conn*>(p->data);
   if (c->url.size() + len > kMaxUrl) return 1;  // error: URI too long
@@ -87,6 +170,11 @@ int on_message_complete(http_parser* p) {
     c->out += response(200, "OK", "text/plain", "Hello, World!", keep_alive, head);
   } else if (path == "/stats") {
     c->out += response(200, "OK", "application/json", stats_json(), keep_alive, head);
+  } else if (path == "/metrics") {
+    std::ostringstream metrics;
+    weft::write_metrics(metrics);
+    c->out += response(200, "OK", "text/plain; version=0.0.4; charset=utf-8", metrics.str(),
+                       keep_alive, head);
   } else {
     c->out += response(404, "Not Found", "text/plain", "not found\n", keep_alive, head);
   }
@@ -101,29 +189,56 @@ int on_message_complete(http_parser* p) {
 const http_parser_settings kSettings = [] {
   http_parser_settings s;
   http_parser_settings_init(&s);
+  s.on_message_begin = on_message_begin;
   s.on_url = on_url;
-  s.on_message_complete = on_message_complete;
+  s.on_headers_complete = on_headers_complete;
+  s.on_body = on_body;
+  // The request is complete: no longer timed as one (the routes are on_message_complete's).
+  s.on_message_complete = [](http_parser* p) {
+    auto* c = static_cast<Conn*>(p->data);
+    c->in_message = false;
+    c->timeouts.request_done();
+    return on_message_complete(p);
+  };
   return s;
 }();
 
-// The end of a connection after a "Connection: close" response or a 400: the write side closes
-// (TLS: close_notify first), so the client reads the whole response and then end of stream.
-void end_writes(weft::net::TcpStream& s) { (void)s.shutdown_write(); }
-void end_writes(weft::tls::TlsStream& s) { (void)s.shutdown(); }
-
-// One connection, plain or TLS: the same blocking-style loop over either stream.
+// One connection, plain or TLS: the same blocking-style loop over either stream. After a
+// "Connection: close" response, a 400, 408 or 413, the connection ends with linger_close: the
+// write side closes (TLS: close_notify first), so the client reads the whole response and then
+// end of stream, and input still arriving is discarded rather than answered with a reset.
 template <class Stream>
-void serve(Stream& s) {
-  Conn c;
+void serve(Stream& s, const Limits& limits) {
+  Conn c(limits);
   http_parser_init(&c.parser, HTTP_REQUEST);
   c.parser.data = &c;
+  // The first request's head is due within --header_timeout of the connection's start.
+  c.timeouts.request_begun();
   char buf[2048];
   for (;;) {
+    c.timeouts.arm(s);
     absl::StatusOr<std::size_t> n = s.read(buf, sizeof buf);
+    if (!n.ok() && n.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      if (!c.timeouts.expired(s)) continue;  // an earlier deadline: read on
+      // A request that began and did not arrive in time is told so; a connection that sent
+      // nothing (idle, or new) is closed quietly, as Go and nginx do.
+      if (c.in_message &&
+          s.write_all(response(408, "Request Timeout", "text/plain", limits.timed_out, false))
+              .ok()) {
+        examples::linger_close(s);
+      }
+      return;
+    }
     if (!n.ok() || *n == 0) return;
     const std::size_t parsed = http_parser_execute(&c.parser, &kSettings, buf, *n);
     const auto err = static_cast<http_errno>(c.parser.http_errno);
-    if (!c.close_after && (err != HPE_OK || parsed != *n || c.parser.upgrade)) {
+    if (!c.close_after && c.too_large) {
+      c.out += response(413, "Content Too Large", "text/plain",
+                        absl::StrCat("request body larger than ", limits.max_body,
+                                     " bytes (the server's --max_body)\n"),
+                        false);
+      c.close_after = true;
+    } else if (!c.close_after && (err != HPE_OK || parsed != *n || c.parser.upgrade)) {
       c.out += response(400, "Bad Request", "text/plain",
                         absl::StrCat("bad request: ", http_errno_description(err), "\n"), false);
       c.close_after = true;
@@ -133,9 +248,11 @@ void serve(Stream& s) {
       c.out.clear();
     }
     if (c.close_after) {
-      end_writes(s);
+      examples::linger_close(s);
       return;
     }
+    // Answered: the next request's first byte is due within --idle_timeout, unless it has begun.
+    if (!c.timeouts.in_request()) c.timeouts.wait_for_request();
   }
 }
 
@@ -163,6 +280,17 @@ int main(int argc, char** argv) {
     }
     tls = std::move(*ctx);
   }
+  Limits limits{.header_timeout = absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_header_timeout)),
+                .read_timeout = absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_read_timeout)),
+                .idle_timeout = absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_idle_timeout)),
+                .max_body = absl::GetFlag(FLAGS_max_body),
+                .timed_out = {}};
+  const auto within = [](absl::Duration d) {
+    return d > absl::ZeroDuration() ? "within " + absl::FormatDuration(d) : "without a limit";
+  };
+  limits.timed_out = absl::StrCat(
+      "request timeout: a request head must arrive ", within(absl::GetFlag(FLAGS_header_timeout)),
+      " and a whole request ", within(absl::GetFlag(FLAGS_read_timeout)), "\n");
   examples::ShutdownSignal signals;
   int rc = 0;
   weft::run(
@@ -174,14 +302,28 @@ int main(int argc, char** argv) {
           return;
         }
         weft::net::Server server(std::move(*l));
+        examples::ConnectionCap cap("http_server", "--max_conns", absl::GetFlag(FLAGS_max_conns));
+        const std::string busy =
+            response(503, "Service Unavailable", "text/plain",
+                     absl::StrCat("server busy: it serves ", cap.limit(),
+                                  " connections at most and has that many; try again later\n"),
+                     false);
         // Joined before `server` goes away: serve() returns once drain() stopped accepting.
         weft::Task<absl::Status> serving = weft::spawn([&] {
-          return server.serve([&tls](weft::net::TcpStream& s, const weft::Context&) {
-            if (!tls) return serve(s);
-            // The handshake runs here, in the connection's fiber, bounded by its timeout; the
-            // TLS stream keeps the connection's context, so drain() cancels it as it does TCP.
+          return server.serve([&](weft::net::TcpStream& s, const weft::Context&) {
+            std::optional<examples::ConnectionCap::Slot> slot = cap.try_admit();
+            if (!tls) return slot ? serve(s, limits) : examples::refuse(s, busy);
+            // The handshake runs here, in the connection's fiber, bounded by its timeout (for a
+            // refusal, by kRefusalTime as well); the TLS stream keeps the connection's context,
+            // so drain() cancels it as it does TCP.
+            if (!slot) s.set_deadline(std::chrono::steady_clock::now() + examples::kRefusalTime);
             absl::StatusOr<weft::tls::TlsStream> t = weft::tls::accept(std::move(s), *tls);
-            if (t.ok()) serve(*t);
+            if (!t.ok()) return;
+            if (slot) {
+              serve(*t, limits);
+            } else {
+              examples::refuse(*t, busy);
+            }
           });
         });
         const int sig = signals.wait();

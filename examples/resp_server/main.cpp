@@ -3,11 +3,20 @@
 // 64 mutex-guarded shards with lazy and active expiry.
 //
 //   resp_server --listen=127.0.0.1:6379 [--workers=N] [--proto_max_bulk_len=536870912]
+//               [--client_query_buffer_limit=1073741824] [--max_multibulk_len=1048576]
+//               [--timeout=300s] [--command_timeout=30s] [--maxclients=10000] [--drain_grace=1s]
 //   redis-cli -p 6379 set k v EX 10
 //   redis-benchmark -p 6379 -t ping,set,get,incr,mset -n 100000 -c 50 -P 16 -q
 //
 // Commands: see resp_commands.hpp. Malformed input gets "-ERR Protocol error: ..." and the
-// connection is closed, as Redis does; everyone else is served on. Prints "listening on
+// connection is closed, as Redis does; everyone else is served on. Hostile clients: the limits
+// flags bound what one command may occupy in memory; a client that sends nothing for --timeout
+// (Redis's `timeout`; Redis's default is 0, never, but then idle connections can hold every slot
+// for good) is closed quietly, as Redis does; a command must arrive complete within
+// --command_timeout of its first byte (a client trickling one, slowloris, gets "-ERR command not
+// complete within ..." and a close); past --maxclients connections at once a client gets Redis's
+// "-ERR max number of clients reached" and a close. --maxclients is lowered to fit the fd limit,
+// keeping fds to refuse with (examples/common/connection_cap.hpp). Prints "listening on
 // HOST:PORT" once ready; SIGINT/SIGTERM drain it (weft::net::Server): it stops accepting, ends the
 // connections (cancelled after --drain_grace if still busy) and exits.
 #include <absl/flags/flag.h>
@@ -35,6 +44,14 @@ ABSL_FLAG(std::uint64_t, client_query_buffer_limit, resp::Limits{}.max_command_l
           "most bytes one command may take (Redis's client-query-buffer-limit)");
 ABSL_FLAG(std::uint64_t, max_multibulk_len, resp::Limits{}.max_array_len,
           "most arguments in one command");
+ABSL_FLAG(absl::Duration, timeout, absl::FromChrono(resp::ServerOptions{}.timeout),
+          "close a client that sends nothing for this long (Redis's timeout; 0: never)");
+ABSL_FLAG(absl::Duration, command_timeout, absl::FromChrono(resp::ServerOptions{}.command_timeout),
+          "a command must be complete within this of its first byte, else an error and a close "
+          "(0: no limit)");
+ABSL_FLAG(std::size_t, maxclients, resp::ServerOptions{}.maxclients,
+          "connections served at once; past it '-ERR max number of clients reached' (Redis's "
+          "maxclients; lowered to fit the fd limit; 0: as many as it allows)");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Redis-protocol (RESP2) key-value server on weft");
@@ -46,6 +63,9 @@ int main(int argc, char** argv) {
   opts.limits.max_array_len = absl::GetFlag(FLAGS_max_multibulk_len);
   opts.drain_grace = std::chrono::duration_cast<std::chrono::milliseconds>(
       absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_drain_grace)));
+  opts.timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_timeout));
+  opts.command_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_command_timeout));
+  opts.maxclients = absl::GetFlag(FLAGS_maxclients);
   weft::Options run_opts;
   run_opts.workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)));
   int rc = 0;

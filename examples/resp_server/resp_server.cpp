@@ -1,15 +1,20 @@
 #include "resp_server.hpp"
 
+#include <absl/time/time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <weft/server.hpp>
 #include <weft/weft.hpp>
 
+#include "common/connection_cap.hpp"
 #include "common/linger_close.hpp"
+#include "common/read_timeouts.hpp"
 #include "resp_commands.hpp"
 
 namespace resp {
@@ -69,11 +74,26 @@ void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts
   session.id = id;
   InputBuffer in;
   std::string out;
+  // Waiting: for a command's first byte, within opts.timeout; in a request: a command has begun,
+  // and must be complete within opts.command_timeout of its first byte.
+  examples::ReadTimeouts timeouts(opts.timeout, opts.command_timeout);
+  timeouts.wait_for_request();
   for (;;) {
     const std::size_t want =
         std::clamp<std::size_t>(parser.bytes_wanted(), kInitialBuffer / 2, kMaxReadChunk);
     const std::span<char> room = in.space(want);
+    timeouts.arm(s);
     absl::StatusOr<std::size_t> n = s.read(room.data(), room.size());
+    if (!n.ok() && n.status().code() == absl::StatusCode::kDeadlineExceeded) {
+      if (!timeouts.expired(s)) continue;  // an earlier deadline: read on
+      if (timeouts.in_request()) {
+        append_error(&out, "ERR command not complete within " +
+                               absl::FormatDuration(absl::FromChrono(opts.command_timeout)) +
+                               " of its first byte (the server's command_timeout); closing");
+        if (s.write_all(out).ok()) examples::linger_close(s);
+      }
+      return;  // idle past opts.timeout: closed quietly, as Redis does
+    }
     if (!n.ok() || *n == 0) return;  // peer gone, reset, or stopped: nothing to report
     in.produced(*n);
     bool protocol_error = false;
@@ -81,6 +101,7 @@ void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts
     for (;;) {
       const Parser::Result r = parser.parse(in.view());
       if (r == Parser::Result::kCommand) {
+        timeouts.request_done();
         execute(store, parser.args(), session, &out);
       } else if (r == Parser::Result::kError) {
         append_error(&out, "ERR Protocol error: " + parser.error());
@@ -106,6 +127,13 @@ void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts
       examples::linger_close(s);
       return;
     }
+    // A partial command left: it began with this read if a command ended in it, or none was
+    // under way (request_begun() keeps an earlier start). Otherwise the idle wait starts now.
+    if (!in.view().empty()) {
+      timeouts.request_begun();
+    } else {
+      timeouts.wait_for_request();
+    }
     in.maybe_shrink();
   }
 }
@@ -115,9 +143,12 @@ void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts
 void serve(weft::net::TcpListener listener, weft::Chan<int> stop, Store& store,
            const ServerOptions& opts) {
   weft::net::Server server(std::move(listener));
+  examples::ConnectionCap cap("resp_server", "--maxclients", opts.maxclients);
   std::atomic<std::uint64_t> next_id{0};
   weft::Task<absl::Status> serving = weft::spawn([&] {
     return server.serve([&](weft::net::TcpStream& s, const weft::Context&) {
+      std::optional<examples::ConnectionCap::Slot> slot = cap.try_admit();
+      if (!slot) return examples::refuse(s, "-ERR max number of clients reached\r\n");
       // The stream is bound to the server's context: a drain fails its blocked read or write.
       serve_conn(s, store, opts, next_id.fetch_add(1, std::memory_order_relaxed) + 1);
     });

@@ -1,6 +1,14 @@
 // resp_server's network side, as a library the tests call in-process: one fiber per connection
 // reading into a buffer, parsing every complete command in it (pipelining), running them in order
 // and writing all their replies with one write; a Ticker fiber for active expiry.
+//
+// Against idle and slow clients (examples/common/read_timeouts.hpp, connection_cap.hpp): a
+// client that sends nothing for `timeout` is closed, quietly, as Redis's `timeout` does (Redis's
+// default is 0, never; here 300 s, so that connections left idle cannot hold the slots for
+// good); a command must arrive complete within command_timeout of its first byte (Redis has no
+// such bound; without it a client trickling a command, slowloris, holds its connection forever),
+// else "-ERR command not complete within ..." and a close; past `maxclients` connections at once
+// a client gets Redis's "-ERR max number of clients reached" and a close.
 #pragma once
 
 #include <chrono>
@@ -21,6 +29,13 @@ struct ServerOptions {
   // At stop, how long commands in flight may finish before the connections are cancelled
   // (weft::net::Server::drain). Zero: every connection ends at once.
   std::chrono::milliseconds drain_grace{0};
+  // Redis's `timeout`: a client idle this long (no byte received) is closed; zero: never.
+  std::chrono::milliseconds timeout = std::chrono::seconds(300);
+  // A command must be complete within this of its first byte; zero: no bound.
+  std::chrono::milliseconds command_timeout = std::chrono::seconds(30);
+  // Redis's maxclients: connections served at once (lowered to fit the fd limit; 0: as many as
+  // it allows).
+  std::size_t maxclients = 10000;
 };
 
 // Serves RESP clients on `listener` (needs a fiber) through weft::net::Server until `stop`
