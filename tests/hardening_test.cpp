@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <functional>
 #include <optional>
 #include <string>
@@ -55,6 +56,7 @@ struct Ending {
   std::string got;
   bool eof = false;    // a clean end of stream
   bool reset = false;  // an error other than our own deadline
+  std::string error;   // that error, for messages
 };
 template <class S>
 Ending read_to_end(S& s, std::chrono::nanoseconds bound = kIoBound) {
@@ -69,6 +71,7 @@ Ending read_to_end(S& s, std::chrono::nanoseconds bound = kIoBound) {
     }
     e.eof = n.ok();
     e.reset = !n.ok() && n.status().code() != absl::StatusCode::kDeadlineExceeded;
+    if (!n.ok()) e.error = n.status().ToString();
     return e;
   }
 }
@@ -479,11 +482,21 @@ TEST(ConnectionCap, RespServerSaysMaxClientsReachedPastTheCapAndServesOnceOneLea
 constexpr int kFdLimit = 300;  // the cap fits it: 300 - ConnectionCap::kReservedFds (128) = 172
 constexpr int kPartial = 400;
 
+// What a server may do with a connection that sent `partial` and nothing more.
+enum class Silent {
+  kNever,  // it is told `refusal` or `timed_out`, then closed
+  // ... or, if its bytes came after the server's clock ran out, closed without a word (an idle
+  // connection to the server). http_server's header clock starts when it accepts, before the
+  // client's first write, and under sanitizers and CPU hogs that write has come 2 s late.
+  kIfLate,
+};
+
 // From a fiber: kPartial connections each send `partial` and nothing more; each must be told
-// `refusal` or `timed_out` and closed, within a generous bound. Then `served()` must succeed.
+// `refusal` or `timed_out` (or nothing, where `silent` allows) and closed, within a generous
+// bound. Then `served()` must succeed.
 void partial_requests_on_every_fd(const std::string& addr, const std::string& partial,
                                   const std::string& refusal, const std::string& timed_out,
-                                  const std::function<bool()>& served) {
+                                  Silent silent, const std::function<bool()>& served) {
   std::vector<Ending> ends(kPartial);
   std::atomic<int> dial_failed{0};
   weft::WaitGroup wg;
@@ -501,18 +514,22 @@ void partial_requests_on_every_fd(const std::string& addr, const std::string& pa
   }
   wg.wait();
   EXPECT_EQ(dial_failed.load(), 0);
-  int refused = 0, timed = 0;
+  int refused = 0, timed = 0, quiet = 0;
   for (std::size_t i = 0; i < ends.size(); ++i) {
     const Ending& e = ends[i];
     const bool r = e.got.find(refusal) != std::string::npos;
     const bool t = e.got.find(timed_out) != std::string::npos;
+    const bool q = silent == Silent::kIfLate && e.got.empty() && e.eof;
     refused += r ? 1 : 0;
     timed += t ? 1 : 0;
-    EXPECT_TRUE(r || t) << "connection " << i << " was told nothing: '" << e.got << "'"
-                        << (e.eof || e.reset ? " (closed)" : " (still open: the server hangs)");
+    quiet += q ? 1 : 0;
+    EXPECT_TRUE(r || t || q) << "connection " << i << " was told nothing: '" << e.got << "'"
+                             << (e.eof     ? " (end of stream)"
+                                 : e.reset ? " (" + e.error + ")"
+                                           : " (still open: the server hangs)");
   }
-  ::testing::Test::RecordProperty("refused", refused);
-  ::testing::Test::RecordProperty("timed_out", timed);
+  // (Printed: RecordProperty from a fiber's thread is not recorded.)
+  std::printf("%d connections refused, %d timed out, %d closed quietly\n", refused, timed, quiet);
   EXPECT_GT(refused, 0) << "more connections than fds: some must have been refused";
   EXPECT_TRUE(served_eventually(served)) << "a normal client was not served afterwards";
 }
@@ -524,7 +541,7 @@ TEST(FdLimitDos, HttpServerRefusesOrTimesOutPartialRequestsOnEveryFdThenServes) 
       [](const std::string& addr) {
         partial_requests_on_every_fd(addr, "GET / HTTP/1.1\r\nHost: partial\r\n",
                                      "HTTP/1.1 503 Service Unavailable",
-                                     "HTTP/1.1 408 Request Timeout",
+                                     "HTTP/1.1 408 Request Timeout", Silent::kIfLate,
                                      [&] { return http_get(addr).ends_with("Hello, World!"); });
       },
       kFdLimit);
@@ -533,11 +550,17 @@ TEST(FdLimitDos, HttpServerRefusesOrTimesOutPartialRequestsOnEveryFdThenServes) 
 TEST(FdLimitDos, ChatServerRefusesOrTimesOutPartialLinesOnEveryFdThenServes) {
   if (!ChildServer::has_prlimit()) GTEST_SKIP() << "needs " << ChildServer::kPrlimit;
   ChildServer server(WEFT_CHAT_SERVER, kFdLimit);
-  ASSERT_EQ(server.start({ms_flag("line_timeout", kTimeout)}), "");
+  // Each timed-out client's "! no end of line" must reach it: under sanitizers and CPU hogs its
+  // writer has waited more than the default 2 s to run behind the room's broadcasts.
+  ASSERT_EQ(
+      server.start({ms_flag("line_timeout", kTimeout),
+                    ms_flag("flush_timeout",
+                            std::chrono::duration_cast<std::chrono::milliseconds>(kIoBound))}),
+      "");
   weft::run(
       [&] {
         partial_requests_on_every_fd(server.addr(), "a partial line", "! the server is full",
-                                     "! no end of line within 2s", [&] {
+                                     "! no end of line within 2s", Silent::kNever, [&] {
                                        try {
                                          chat_join(server.addr());
                                          return true;
@@ -557,7 +580,7 @@ TEST(FdLimitDos, RespServerRefusesOrTimesOutPartialCommandsOnEveryFdThenServes) 
       [&] {
         partial_requests_on_every_fd(
             server.addr(), "*1\r\n$4\r\nPI", "-ERR max number of clients reached",
-            "-ERR command not complete within 2s", [&] {
+            "-ERR command not complete within 2s", Silent::kNever, [&] {
               try {
                 net::TcpStream c = must(net::dial_tcp(server.addr(), kIoBound), "dial");
                 resp_ping(c);

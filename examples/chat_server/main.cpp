@@ -1,7 +1,8 @@
 // chat_server: a line-based chat room on weft, usable with nc or telnet.
 //
 //   chat_server --listen=127.0.0.1:7070 [--workers=N] [--max_line=4096] [--out_queue=1024]
-//               [--line_timeout=30s] [--idle_timeout=1h] [--max_conns=10000] [--drain_grace=1s]
+//               [--line_timeout=30s] [--idle_timeout=1h] [--max_conns=10000] [--flush_timeout=2s]
+//               [--drain_grace=1s]
 //   nc 127.0.0.1 7070
 //
 // Every line a client sends goes to everyone as "<nick> line"; /nick NAME, /me ACTION, /who,
@@ -15,7 +16,8 @@
 // an empty one too, which the room ignores: a keep-alive); past --max_conns clients at once a
 // newcomer is told "! the server is full (N clients); try again later" and closed. --max_conns
 // is lowered to fit the fd limit, keeping fds to refuse with (examples/common/connection_cap.hpp).
-// Each drop is said to the client in a "! ..." line, and to the room as "* NICK left (why)".
+// Each drop is said to the client in a "! ..." line (if it can be written within --flush_timeout
+// of the leave), and to the room as "* NICK left (why)".
 // Prints "listening on HOST:PORT" once ready; SIGINT/SIGTERM drain it (weft::net::Server): it stops
 // accepting, ends the connections (cancelled after --drain_grace if still busy) and exits.
 #include <absl/flags/flag.h>
@@ -46,6 +48,9 @@ ABSL_FLAG(absl::Duration, line_timeout, absl::FromChrono(chat::ServerOptions{}.l
 ABSL_FLAG(absl::Duration, idle_timeout, absl::FromChrono(chat::ServerOptions{}.idle_timeout),
           "a client that sends nothing, not even an empty line, for this long is dropped "
           "(0: never)");
+ABSL_FLAG(absl::Duration, flush_timeout, absl::FromChrono(chat::ServerOptions{}.flush_timeout),
+          "how long a leaving client's last lines (its \"! ...\" reason, \"* bye\") may take to be "
+          "written before the connection is closed without them");
 ABSL_FLAG(std::size_t, max_conns, chat::ServerOptions{}.max_conns,
           "clients served at once; past it a client is told the server is full (lowered to fit "
           "the fd limit; 0: as many as it allows)");
@@ -62,6 +67,7 @@ int main(int argc, char** argv) {
   opts.line_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_line_timeout));
   opts.idle_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_idle_timeout));
   opts.max_conns = absl::GetFlag(FLAGS_max_conns);
+  opts.flush_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_flush_timeout));
   weft::Options run_opts;
   run_opts.workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)));
   int rc = 0;
