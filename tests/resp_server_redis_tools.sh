@@ -31,6 +31,10 @@ fail() {
   exit 1
 }
 
+# Created here: the background job opens them only once it runs, and the first sed below may
+# come first (set -e would end the script on sed's "No such file").
+: >"$tmp/out"
+: >"$tmp/err"
 "$server" --listen=127.0.0.1:0 >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 port=
