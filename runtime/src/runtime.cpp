@@ -27,6 +27,7 @@
 #include "sched/scheduler.hpp"
 #include "sched/timers.hpp"
 #include "services/debug_info.hpp"
+#include "services/hibernator.hpp"
 #include "services/monitor.hpp"
 #include "services/overflow_guard.hpp"
 #include "weft/detail/assert.hpp"
@@ -225,6 +226,9 @@ void Runtime::run_main(void (*body)(void*), void* arg) {
 
   install_overflow_handler(*this);
   monitor_ = std::make_unique<Monitor>(*this);
+  hibernator_ = Hibernator::start(
+      *this, std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.hibernate_after).count());
+  stack_restorer_ = hibernator_.get();
   const int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
   char old_name[16] = {};
   pthread_getname_np(pthread_self(), old_name, sizeof(old_name));
@@ -251,6 +255,8 @@ void Runtime::run_main(void (*body)(void*), void* arg) {
   shutdown_unwind(w0);
   remove_overflow_altstack(w0);
   tls_worker = nullptr;
+  stack_restorer_ = nullptr;
+  hibernator_.reset();  // every fiber has ended, so every hibernated stack came back
   monitor_.reset();
   remove_overflow_handler();
   blocking_.reset();
@@ -296,6 +302,15 @@ Stats Runtime::stats() noexcept {
   s.blocking_jobs = blocking_ ? blocking_->completed() : 0;
   s.blocking_threads = blocking_ ? blocking_->threads() : 0;
   s.watchdog_reports = monitor_ ? monitor_->reports() : 0;
+  if (hibernator_) {
+    const Hibernator::Counters h = hibernator_->counters();
+    s.fibers_hibernated = h.hibernated;
+    s.hibernated_image_bytes = h.image_bytes;
+    s.hibernated_stack_bytes = h.released_bytes;
+    s.hibernations = h.hibernations;
+    s.hibernation_restores = h.restores;
+    s.hibernation_fault_restores = h.fault_restores;
+  }
   return s;
 }
 

@@ -13,6 +13,7 @@
 //  - `join_word`: atomic handshake between the finishing fiber and one joiner
 //    (sched/fiber_lifecycle.cpp).
 //  - `locals`: the fiber itself only (sched/fiber_locals.cpp).
+//  - `hibernation`: the hibernator, under its lock; read by the worker switching the fiber in.
 //  - `stop`: thread-safe (weft/detail/cancel_signal.hpp); only the fiber's own waits attach.
 //  - `refs`: 1 for the running fiber + 1 for a Task handle; the last release frees the memory.
 //  - wait_* fields, `parked_at_ns`: written by the fiber itself before it parks, read racily by
@@ -60,6 +61,9 @@ struct Fiber {
   std::uint8_t stack_class = 0;      // StackPool size class; set before it first runs
   std::atomic<WaitReason> wait_reason{WaitReason::kNone};
   std::uint8_t track = 0;  // kTrack* (sched/tracking.hpp): a sampled park or yield in progress
+  // 1 while the hibernator holds (or is taking) this parked fiber's stack; switch_to restores
+  // it before the jump. Written under the hibernator's lock only (services/hibernator.hpp).
+  std::atomic<std::uint8_t> hibernation{0};
   std::atomic<std::uint32_t> refs{1};
   std::atomic<std::uintptr_t> join_word{0};  // 0 running, 1 done, else a joiner's WaitNode*
   Fiber* reg_prev = nullptr;

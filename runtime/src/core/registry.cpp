@@ -65,6 +65,7 @@ void Registry::dump(std::ostream& out, const std::uint64_t* class_sizes, std::in
     std::int64_t waited_ns;
     std::size_t used;
     std::size_t size;
+    bool hibernated;
   };
   std::vector<Row> rows;
   for_each([&](Fiber* f) {
@@ -81,7 +82,7 @@ void Registry::dump(std::ostream& out, const std::uint64_t* class_sizes, std::in
         f->id, f->name ? *f->name : std::string(), st,
         f->wait_reason.load(std::memory_order_relaxed), f->wait_arg.load(std::memory_order_relaxed),
         st == FiberState::kParked ? now_ns - f->parked_at_ns.load(std::memory_order_relaxed) : 0,
-        used, stack_size});
+        used, stack_size, f->hibernation.load(std::memory_order_relaxed) != 0});
   });
   out << "weft: " << rows.size() << " fibers\n";
   for (const Row& r : rows) {
@@ -98,6 +99,7 @@ void Registry::dump(std::ostream& out, const std::uint64_t* class_sizes, std::in
         }
       }
       out << ", " << r.waited_ns / 1000000 << " ms";
+      if (r.hibernated) out << ", hibernated";
     }
     out << "] stack ";
     if (r.state == FiberState::kCreated || r.state == FiberState::kRunnable) {

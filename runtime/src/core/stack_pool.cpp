@@ -1,6 +1,7 @@
 // Stack pool implementation; the design is in stack_pool.hpp.
 #include "core/stack_pool.hpp"
 
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,9 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 #include <string>
+
+#include "core/vm_maps.hpp"
 
 namespace weft::detail {
 namespace {
@@ -28,21 +30,6 @@ constexpr std::size_t kRefillBatch = 16;
 [[noreturn]] void die(const std::string& msg) {
   std::fprintf(stderr, "weft: %s\n", msg.c_str());
   std::abort();
-}
-
-long read_max_map_count() {
-  std::ifstream f("/proc/sys/vm/max_map_count");
-  long v = 65530;
-  f >> v;
-  return v;
-}
-
-long count_maps() {
-  std::ifstream f("/proc/self/maps");
-  long n = 0;
-  std::string line;
-  while (std::getline(f, line)) ++n;
-  return n;
 }
 
 }  // namespace
@@ -87,8 +74,8 @@ void StackPool::map_region_locked(unsigned cls) {
   if (guard_by_mprotect_) {
     // Each mprotect'ed guard splits the mapping: about 2 VMAs per stack. Fail with the reason
     // instead of letting mmap/mprotect return a bare ENOMEM later.
-    const long limit = read_max_map_count();
-    const long used = count_maps();
+    const long limit = vm_max_map_count();
+    const long used = vm_map_count();
     if (used + 2 * static_cast<long>(slots) + 64 > limit) {
       die("cannot map more fiber stacks: guard pages made with mprotect (this kernel lacks "
           "MADV_GUARD_INSTALL, Linux >= 6.13) cost 2 memory mappings per stack and the process "

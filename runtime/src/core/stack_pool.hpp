@@ -53,6 +53,11 @@ class StackPool {
   const std::uint64_t* class_sizes() const noexcept { return class_bytes_; }
   std::size_t page_size() const noexcept { return page_; }
   bool guard_pages() const noexcept { return guard_; }
+  // Guards are mprotect'ed pages (no MADV_GUARD_INSTALL): each stack is its own VMA.
+  bool guards_split_vmas() const noexcept {
+    ThreadMutexLock lock(mu_);
+    return guard_by_mprotect_;
+  }
 
   char* acquire(StackCache& cache, unsigned cls);  // lowest usable byte; aborts if out of memory
   void release(StackCache& cache, char* stack, unsigned cls);  // its fiber has finished

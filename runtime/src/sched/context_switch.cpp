@@ -11,6 +11,7 @@
 #include <cerrno>
 
 #include "core/registry.hpp"
+#include "core/stack_restorer.hpp"
 #include "core/stack_profiler.hpp"
 #include "sched/fiber_lifecycle.hpp"
 #include "sched/fiber_locals.hpp"
@@ -146,6 +147,9 @@ void switch_to(Worker& w, Fiber* next) {
     WEFT_ASSERT(next->state.load(std::memory_order_relaxed) != FiberState::kDone,
                 "resuming a finished fiber");
     if (!next->ctx.load(std::memory_order_relaxed)) prepare_first_run(w, next);
+    // Its stack was given back while it slept: bring it back before the jump reads it.
+    if (next->hibernation.load(std::memory_order_acquire) != 0) [[unlikely]]
+      w.rt->stack_restorer()->restore(next);
     fiber_set_state(next, FiberState::kRunning);
     track_run(w, next);  // a sampled fiber's scheduling latency ends here (tracking.hpp)
     target = next->ctx.load(std::memory_order_relaxed);

@@ -1,6 +1,8 @@
 // Option resolution (design in options.hpp).
 #include "sched/options.hpp"
 
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -32,6 +34,20 @@ std::size_t env_size(const char* name, std::size_t fallback) {
         "\" is not a stack size between 4K and 1G (examples: 65536, 128K, 1M)");
   }
   return n;
+}
+
+std::chrono::milliseconds env_millis(const char* name, std::chrono::milliseconds fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  if (std::string_view(v) == "off") return std::chrono::milliseconds(0);
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v, &end, 10);
+  if (end == v || (*end != '\0' && std::string_view(end) != "ms") || n > (1ull << 40)) {
+    throw std::invalid_argument(std::string("weft: $") + name + "=\"" + v +
+                                "\" is not a duration in milliseconds (examples: 1000, 250ms; 0 "
+                                "or off disables)");
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(n));
 }
 
 }  // namespace
@@ -70,6 +86,8 @@ Options resolve_options(const Options& in) {
   // Sanitizers grow frames several times over; keep the programs that fit normally fitting.
   if (o.stack_size < 256 * 1024) o.stack_size = 256 * 1024;
 #endif
+  if (o.hibernate_after == Options{}.hibernate_after)
+    o.hibernate_after = env_millis("WEFT_HIBERNATE_AFTER", o.hibernate_after);
   if (o.stack_profile.empty()) {
     if (const char* path = std::getenv("WEFT_STACK_PROFILE")) o.stack_profile = path;
   }

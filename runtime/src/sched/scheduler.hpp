@@ -55,6 +55,8 @@ namespace weft::detail {
 
 class Runtime;
 class BlockingPool;
+class Hibernator;
+class StackRestorer;
 class Monitor;
 class TimerHeap;
 class Registry;
@@ -78,6 +80,9 @@ class Runtime {
   BlockingPool& blocking() noexcept { return *blocking_; }
   Poller& poller() noexcept { return *poller_; }
   StackProfiler* profiler() noexcept { return profiler_.get(); }  // null unless profiling
+  // Null unless stack hibernation runs (Options::hibernate_after, services/hibernator.hpp);
+  // set before the first fiber runs, reset after the last one ended.
+  StackRestorer* stack_restorer() noexcept { return stack_restorer_; }
   const StackSizeTable& stack_sizes() const noexcept { return stack_sizes_; }
 
   // The one wake path: every wake of a parked fiber -- Waker::wake (channels, sync, timers,
@@ -174,6 +179,8 @@ class Runtime {
   std::unique_ptr<BlockingPool> blocking_;
   std::unique_ptr<Poller> poller_;
   std::unique_ptr<Monitor> monitor_;
+  std::unique_ptr<Hibernator> hibernator_;  // outlives every fiber's last switch-in
+  StackRestorer* stack_restorer_ = nullptr;  // hibernator_, seen through what switch_to needs
   std::unique_ptr<StackProfiler> profiler_;  // destroyed (profile written) with the runtime
   StackSizeTable stack_sizes_;               // by fiber name (Options::stack_sizes); immutable
 

@@ -117,6 +117,20 @@ void write_metrics(std::ostream& out) {
   m.gauge("weft_blocking_threads", "Blocking-pool threads alive.", s.blocking_threads);
   m.counter("weft_watchdog_reports_total", "Fibers reported for holding a worker too long.",
             s.watchdog_reports);
+  m.gauge("weft_fibers_hibernated", "Parked fibers whose stack pages are given back now.",
+          s.fibers_hibernated);
+  m.gauge("weft_hibernated_image_bytes", "Bytes the hibernated stacks' compact copies hold.",
+          s.hibernated_image_bytes);
+  m.gauge("weft_hibernated_stack_bytes",
+          "Stack bytes the hibernated fibers' released ranges span (an upper bound on what was "
+          "freed).",
+          s.hibernated_stack_bytes);
+  m.counter("weft_hibernations_total", "Stacks hibernated.", s.hibernations);
+  m.counter("weft_hibernation_restores_total",
+            "Hibernated stacks brought back, by a switch-in or a touch.", s.hibernation_restores);
+  m.counter("weft_hibernation_fault_restores_total",
+            "Hibernated stacks brought back because another thread touched them.",
+            s.hibernation_fault_restores);
 
   LatencyHistogram::Snapshot parked, latency;
   if (rt) {

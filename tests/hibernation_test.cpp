@@ -1,0 +1,372 @@
+// Stack hibernation (Options::hibernate_after, $WEFT_HIBERNATE_AFTER): a fiber parked longer
+// than the threshold gives its stack pages back and gets every byte back before it runs again,
+// and whatever another fiber or the kernel reads or writes through a pointer into a hibernated
+// stack sees and changes the real bytes, never zeros:
+//  - a fiber's locals and a 4 KiB buffer on its stack survive hibernation unchanged;
+//  - a sender hands values to receivers parked (hibernated) in chan recv: the value goes into a
+//    waiter record on the receiver's stack;
+//  - a WaitGroup on a hibernated fiber's stack is completed by other fibers;
+//  - another fiber reads and writes through pointers into hibernated stacks;
+//  - a read() syscall writes into a hibernated stack's buffer (a kernel-mode fault);
+//  - the stress test mixes all of it with hibernations racing wake-ups, and checks every byte.
+// Also: stats() counts hibernations and restores, the dump marks hibernated fibers, 0 turns it
+// off, a malformed $WEFT_HIBERNATE_AFTER is a clear error. Every test runs at 1, 2, 4 and 8
+// workers. Where userfaultfd is unavailable (seccomp, no permission) the tests skip.
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+#include <weft/weft.hpp>
+
+#include "test_util.hpp"
+
+namespace {
+
+using namespace weft_test;
+using namespace std::chrono_literals;
+
+bool userfaultfd_usable() {
+  const long fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+  if (fd >= 0) {
+    close(static_cast<int>(fd));
+    return true;
+  }
+  const int dev = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+  if (dev >= 0) close(dev);
+  return dev >= 0;
+}
+
+#define SKIP_WITHOUT_USERFAULTFD() \
+  if (!userfaultfd_usable()) GTEST_SKIP() << "userfaultfd is unavailable here"
+
+// From a fiber: waits until at least n fibers are hibernated (the hibernator's scan is sure to
+// take every fiber parked past the threshold; the wait bounds a broken build, not a slow one).
+bool hibernated_at_least(std::uint64_t n) {
+  return eventually([n] { return weft::stats().fibers_hibernated >= n; }, 120s);
+}
+
+// Fills a buffer with a pattern that depends on the seed and the index (no zero words).
+void fill(unsigned char* p, std::size_t n, unsigned seed) {
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>((i * 131 + seed) | 1);
+}
+bool check(const unsigned char* p, std::size_t n, unsigned seed) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (p[i] != static_cast<unsigned char>((i * 131 + seed) | 1)) return false;
+  }
+  return true;
+}
+
+class HibernationTest : public WorkersTest {
+ protected:
+  weft::Options hib_opts() const {
+    weft::Options o = opts();
+    o.hibernate_after = 20ms;
+    return o;
+  }
+};
+WEFT_INSTANTIATE_WORKERS(HibernationTest);
+
+TEST_P(HibernationTest, ParkedFibersKeepTheirLocalsAndStackBuffers) {
+  SKIP_WITHOUT_USERFAULTFD();
+  weft::run(
+      [] {
+        constexpr int kFibers = 64;
+        weft::Chan<int> gate;
+        std::vector<weft::Task<bool>> tasks;
+        for (int i = 0; i < kFibers; ++i) {
+          tasks.push_back(weft::spawn([gate, i] {
+            unsigned char buf[4096];
+            fill(buf, sizeof buf, static_cast<unsigned>(i));
+            volatile std::uint64_t local = 0x0123456789abcdefull ^ static_cast<std::uint64_t>(i);
+            const int v = gate.recv().value_or(-1);
+            return v == 1 && local == (0x0123456789abcdefull ^ static_cast<std::uint64_t>(i)) &&
+                   check(buf, sizeof buf, static_cast<unsigned>(i));
+          }));
+        }
+        ASSERT_TRUE(hibernated_at_least(kFibers));
+        const weft::Stats before = weft::stats();
+        EXPECT_GE(before.hibernations, static_cast<std::uint64_t>(kFibers));
+        EXPECT_GT(before.hibernated_stack_bytes, before.hibernated_image_bytes);
+        for (int i = 0; i < kFibers; ++i) gate.send(1);
+        for (auto& t : tasks) EXPECT_TRUE(t.join());
+        const weft::Stats after = weft::stats();
+        EXPECT_GE(after.hibernation_restores, static_cast<std::uint64_t>(kFibers));
+        EXPECT_EQ(after.fibers_hibernated, 0u);
+        EXPECT_EQ(after.hibernated_image_bytes, 0u);
+      },
+      hib_opts());
+}
+
+TEST_P(HibernationTest, SendersHandValuesToHibernatedReceivers) {
+  SKIP_WITHOUT_USERFAULTFD();
+  weft::run(
+      [] {
+        constexpr int kReceivers = 100;
+        weft::Chan<std::string> ch;  // unbuffered: each value goes straight to a waiter
+        std::vector<weft::Task<std::string>> rx;
+        for (int i = 0; i < kReceivers; ++i) {
+          rx.push_back(weft::spawn([ch] { return ch.recv().value_or("closed"); }));
+        }
+        ASSERT_TRUE(hibernated_at_least(kReceivers + 0u));
+        for (int i = 0; i < kReceivers; ++i) {
+          ch.send("value " + std::to_string(i) + std::string(100, 'x'));
+        }
+        std::vector<bool> seen(kReceivers);
+        for (auto& t : rx) {
+          const std::string v = t.join();
+          ASSERT_EQ(v.substr(v.size() - 100), std::string(100, 'x')) << v;
+          const int k = std::stoi(v.substr(6));
+          ASSERT_TRUE(k >= 0 && k < kReceivers && !seen[k]) << v;
+          seen[k] = true;
+        }
+        // A send fills the waiter record on the receiver's stack: a touch, not a switch-in.
+        EXPECT_GT(weft::stats().hibernation_fault_restores, 0u);
+      },
+      hib_opts());
+}
+
+TEST_P(HibernationTest, AWaitGroupOnAHibernatedStackIsCompleted) {
+  SKIP_WITHOUT_USERFAULTFD();
+  weft::run(
+      [] {
+        constexpr int kWorkers = 32;
+        weft::Chan<int> go_on;
+        std::atomic<int> finished{0};
+        // The waiter parks in wg.wait() with the WaitGroup on its own stack and is hibernated;
+        // the workers, hibernated too, then call done() on it.
+        weft::Task<int> waiter = weft::spawn([go_on, &finished] {
+          weft::WaitGroup wg;
+          wg.add(kWorkers);
+          for (int i = 0; i < kWorkers; ++i) {
+            weft::go([&wg, go_on, &finished] {
+              go_on.recv();
+              finished.fetch_add(1);
+              wg.done();
+            });
+          }
+          wg.wait();
+          return finished.load();
+        });
+        ASSERT_TRUE(hibernated_at_least(kWorkers + 1));
+        go_on.close();
+        EXPECT_EQ(waiter.join(), kWorkers);
+      },
+      hib_opts());
+}
+
+TEST_P(HibernationTest, PointersIntoHibernatedStacksReadAndWriteTheRealBytes) {
+  SKIP_WITHOUT_USERFAULTFD();
+  weft::run(
+      [] {
+        constexpr int kFibers = 32;
+        constexpr std::size_t kBytes = 3000;
+        struct Slot {
+          unsigned char* buf = nullptr;
+        };
+        std::vector<Slot> slots(kFibers);
+        weft::WaitGroup ready;
+        ready.add(kFibers);
+        weft::Chan<int> gate;
+        std::vector<weft::Task<bool>> tasks;
+        for (int i = 0; i < kFibers; ++i) {
+          tasks.push_back(weft::spawn([&slots, &ready, gate, i] {
+            unsigned char buf[kBytes];
+            fill(buf, kBytes, static_cast<unsigned>(i));
+            slots[i].buf = buf;
+            ready.done();
+            gate.recv();
+            // The other fiber rewrote it with seed i + 1000 while this one was hibernated.
+            return check(buf, kBytes, static_cast<unsigned>(i + 1000));
+          }));
+        }
+        ready.wait();
+        ASSERT_TRUE(hibernated_at_least(kFibers));
+        for (int i = 0; i < kFibers; ++i) {
+          // Reading first: a read of a hibernated page must see the saved bytes, not zeros.
+          ASSERT_TRUE(check(slots[i].buf, kBytes, static_cast<unsigned>(i))) << i;
+          fill(slots[i].buf, kBytes, static_cast<unsigned>(i + 1000));
+        }
+        // Hibernated again (they are still parked), then woken.
+        for (int i = 0; i < kFibers; ++i) gate.send(1);
+        for (auto& t : tasks) EXPECT_TRUE(t.join());
+      },
+      hib_opts());
+}
+
+TEST_P(HibernationTest, ASyscallWritesIntoAHibernatedStack) {
+  SKIP_WITHOUT_USERFAULTFD();
+  weft::run(
+      [] {
+        int fds[2];
+        ASSERT_EQ(pipe(fds), 0);
+        unsigned char* where = nullptr;
+        weft::Chan<int> gate;
+        weft::Chan<int> placed(1);
+        weft::Task<bool> owner = weft::spawn([&where, gate, placed] {
+          unsigned char buf[2048];
+          fill(buf, sizeof buf, 7);
+          where = buf;
+          placed.send(1);
+          gate.recv();
+          // The first half came from the pipe; the second kept its pattern (1024 * 131 is 0 mod 256).
+          return check(buf, 1024, 9) && check(buf + 1024, 1024, 7);
+        });
+        placed.recv();
+        ASSERT_TRUE(hibernated_at_least(1));
+        unsigned char src[1024];
+        fill(src, sizeof src, 9);
+        ASSERT_EQ(write(fds[1], src, sizeof src), 1024);
+        // The kernel copies into the hibernated page: the fault waits for the restore.
+        ASSERT_EQ(read(fds[0], where, 1024), 1024);
+        gate.send(1);
+        EXPECT_TRUE(owner.join());
+        close(fds[0]);
+        close(fds[1]);
+      },
+      hib_opts());
+}
+
+TEST_P(HibernationTest, TheDumpMarksHibernatedFibers) {
+  SKIP_WITHOUT_USERFAULTFD();
+  weft::run(
+      [] {
+        weft::Chan<int> gate;
+        weft::Task<int> t = weft::spawn([gate] { return gate.recv().value_or(-1); });
+        ASSERT_TRUE(hibernated_at_least(1));
+        std::ostringstream os;
+        weft::dump_fibers(os);
+        const std::string dump = os.str();
+        const std::size_t at = dump.find("\nfiber " + std::to_string(t.id()) + " ");
+        ASSERT_NE(at, std::string::npos) << dump;
+        const std::string line = dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
+        EXPECT_NE(line.find("chan recv"), std::string::npos) << line;
+        EXPECT_NE(line.find(", hibernated]"), std::string::npos) << line;
+        gate.send(5);
+        EXPECT_EQ(t.join(), 5);
+      },
+      hib_opts());
+}
+
+TEST_P(HibernationTest, ZeroTurnsItOff) {
+  weft::Options o = opts();
+  o.hibernate_after = 0ms;
+  weft::run(
+      [] {
+        weft::Chan<int> gate;
+        weft::Task<int> t = weft::spawn([gate] { return gate.recv().value_or(-1); });
+        weft::this_fiber::sleep_for(300ms);
+        const weft::Stats s = weft::stats();
+        EXPECT_EQ(s.hibernations, 0u);
+        EXPECT_EQ(s.fibers_hibernated, 0u);
+        gate.send(1);
+        EXPECT_EQ(t.join(), 1);
+      },
+      o);
+}
+
+// Many fibers that park for random short times and, while parked, have their stacks read and
+// rewritten by others: hibernations race wake-ups and touches all the time. Every fiber checks
+// its own buffer after each wait; every visitor checks what it reads.
+TEST_P(HibernationTest, StressNothingIsLost) {
+  SKIP_WITHOUT_USERFAULTFD();
+  weft::Options o = opts();
+  o.hibernate_after = 1ms;
+  weft::run(
+      [] {
+        constexpr int kFibers = 48;
+        constexpr int kRounds = 30;
+        constexpr std::size_t kBytes = 1536;
+        struct Shared {
+          weft::Mutex mu;
+          unsigned char* buf = nullptr;  // guarded by mu while the owner is parked
+          unsigned seed = 0;
+          bool parked = false;
+        };
+        std::vector<Shared> shared(kFibers);
+        std::atomic<int> bad{0};
+        weft::WaitGroup wg;
+        wg.add(kFibers);
+        for (int i = 0; i < kFibers; ++i) {
+          weft::go([&shared, &bad, &wg, i] {
+            unsigned char buf[kBytes];
+            unsigned seed = static_cast<unsigned>(i);
+            fill(buf, kBytes, seed);
+            std::uint64_t rng = 0x9E3779B97F4A7C15ull * (i + 1);
+            for (int r = 0; r < kRounds; ++r) {
+              {
+                std::lock_guard lock(shared[i].mu);
+                shared[i].buf = buf;
+                shared[i].seed = seed;
+                shared[i].parked = true;
+              }
+              rng ^= rng << 13;
+              rng ^= rng >> 7;
+              rng ^= rng << 17;
+              weft::this_fiber::sleep_for(std::chrono::milliseconds(rng % 25));
+              {
+                std::lock_guard lock(shared[i].mu);
+                shared[i].parked = false;
+                seed = shared[i].seed;  // a visitor may have rewritten it
+              }
+              if (!check(buf, kBytes, seed)) bad.fetch_add(1);
+              // Visit another fiber's stack while it may be hibernated.
+              Shared& other = shared[(i + 1 + rng % (kFibers - 1)) % kFibers];
+              std::lock_guard lock(other.mu);
+              if (other.parked) {
+                if (!check(other.buf, kBytes, other.seed)) bad.fetch_add(1);
+                other.seed += 1;
+                fill(other.buf, kBytes, other.seed);
+              }
+            }
+            {
+              std::lock_guard lock(shared[i].mu);
+              shared[i].parked = false;
+            }
+            wg.done();
+          });
+        }
+        wg.wait();
+        EXPECT_EQ(bad.load(), 0);
+        const weft::Stats st = weft::stats();
+        std::printf("hibernations %llu, restores %llu (by a touch %llu)\n",
+                    static_cast<unsigned long long>(st.hibernations),
+                    static_cast<unsigned long long>(st.hibernation_restores),
+                    static_cast<unsigned long long>(st.hibernation_fault_restores));
+      },
+      o);
+}
+
+TEST(HibernationEnv, AMalformedValueIsAClearError) {
+  setenv("WEFT_HIBERNATE_AFTER", "soon", 1);
+  try {
+    weft::run([] {});
+    ADD_FAILURE() << "run() accepted WEFT_HIBERNATE_AFTER=soon";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("WEFT_HIBERNATE_AFTER"), std::string::npos) << e.what();
+  }
+  unsetenv("WEFT_HIBERNATE_AFTER");
+}
+
+TEST(HibernationEnv, OffDisablesIt) {
+  setenv("WEFT_HIBERNATE_AFTER", "off", 1);
+  weft::run([] {
+    weft::Chan<int> gate;
+    weft::Task<int> t = weft::spawn([gate] { return gate.recv().value_or(-1); });
+    weft::this_fiber::sleep_for(1500ms);  // past the 1 s default
+    EXPECT_EQ(weft::stats().hibernations, 0u);
+    gate.send(1);
+    t.join();
+  });
+  unsetenv("WEFT_HIBERNATE_AFTER");
+}
+
+}  // namespace
