@@ -3,7 +3,8 @@
 # processes. The generators ramp to CONNS connections (default 100000), hold them all at once,
 # push closed-loop echo traffic on all of them, and the script ends with one summary: connections
 # held, req/s, latency percentiles (p50/p99/p99.9), server RSS per connection and fibers alive --
-# in total and per process.
+# in total and per process -- and then the RSS per idle connection with stack hibernation on and
+# off (IDLE_CONNS connections, default 10000, idle 3 s).
 #
 # Modes. One process may hold only as many sockets as its fd hard limit (ulimit -Hn; only root
 # can raise it, and not on every machine). If CONNS fits, one server process and one generator
@@ -206,6 +207,47 @@ else
     sed 's/^stats: //' | tr ' ' '\n' | grep -v -E '^(conns|accepted|rss_bytes)=' | paste -sd' ' |
     fold -s -w 72 | sed 's/^/  /'
 fi
+echo "========================================================================"
+# Idle connections, hibernation on and off: one server, IDLE_CONNS connections (default 10000,
+# within one process's fd limit) that send one message and then sit idle; the server's RSS growth
+# per connection is read after they were idle 3 s (past Options::hibernate_after, 1 s).
+idle_rss() {
+  local hib=$1 n=$2 srv lg base fds rss
+  WEFT_HIBERNATE_AFTER=$hib "$server_bin" --listen=127.0.0.1:0 --workers="$workers" \
+    >"$log/idle.out" 2>"$log/idle.err" &
+  srv=$!
+  server_pids+=("$srv")
+  for _ in $(seq 100); do grep -q '^listening on' "$log/idle.out" 2>/dev/null && break; sleep 0.05; done
+  local iaddr
+  iaddr=$(sed -n 's/^listening on //p' "$log/idle.out")
+  sleep 0.1
+  base=$(awk '/^VmRSS/ {print $2 * 1024}' "/proc/$srv/status")
+  local fds0
+  fds0=$(ls "/proc/$srv/fd" | wc -l)
+  "$loadgen_bin" --addr="$iaddr" --conns="$n" --duration=0.5s --active=1 --hold=8s \
+    --size="$size" --workers="$workers" --progress=false >"$log/idle.lg" 2>&1 &
+  lg=$!
+  for _ in $(seq 300); do
+    fds=$(($(ls "/proc/$srv/fd" | wc -l) - fds0))
+    [ "$fds" -ge "$n" ] && break
+    sleep 0.05
+  done
+  sleep 3.5  # the traffic ends and the connections sit idle 3 s
+  rss=$(awk '/^VmRSS/ {print $2 * 1024}' "/proc/$srv/status")
+  wait "$lg" || true
+  kill -TERM "$srv" 2>/dev/null || true
+  wait "$srv" || true
+  server_pids=("${server_pids[@]/$srv}")
+  echo $(((rss - base) / (fds > 0 ? fds : 1))) "$fds"
+}
+idle_n=${IDLE_CONNS:-10000}
+[ "$hard" != unlimited ] && [ "$idle_n" -gt $((hard - reserve)) ] && idle_n=$((hard - reserve))
+read -r idle_on idle_on_n < <(idle_rss 1000 "$idle_n")
+read -r idle_off idle_off_n < <(idle_rss 0 "$idle_n")
+echo "================ idle connections: stack hibernation =================="
+printf "%-34s %s bytes per connection (%s connections idle 3 s)\n" "hibernation on (default, 1 s)" "$idle_on" "$idle_on_n"
+printf "%-34s %s bytes per connection (%s connections idle 3 s)\n" "hibernation off" "$idle_off" "$idle_off_n"
+echo "(server RSS growth per connection; kernel socket memory not included)"
 echo "========================================================================"
 if [ "$tot_conns" != "$conns" ]; then
   echo "(held fewer than requested: see the generators' messages: fd limit or memory)"

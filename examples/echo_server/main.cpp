@@ -43,8 +43,9 @@ void serve(weft::net::TcpStream& conn) {
     ~Gone() { g_conns.fetch_sub(1, std::memory_order_relaxed); }
   } gone;  // also when the handler is cancelled by a drain
   // On the fiber's stack, the size a user would pick: the benchmarks compare this handler with
-  // Go's written the same way (a 4 KiB buffer). It straddles two stack pages, which stay
-  // resident while the connection idles.
+  // Go's written the same way (a 4 KiB buffer). It straddles two stack pages; once the
+  // connection has idled past Options::hibernate_after (1 s), the runtime gives them back and
+  // keeps only their non-zero bytes (stack hibernation), bringing them back on the next read.
   char buf[4096];
   for (;;) {
     absl::StatusOr<std::size_t> n = conn.read(buf, sizeof buf);

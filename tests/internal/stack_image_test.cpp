@@ -38,7 +38,7 @@ void round_trip(const std::vector<std::uint64_t>& words_in, std::size_t offset_w
   constexpr std::size_t kPages = 4;
   alignas(kPage) static std::uint64_t mem[kPages * kPage / 8];
   std::memset(mem, 0, sizeof mem);
-  std::memcpy(mem, words_in.data(), words_in.size() * 8);
+  if (!words_in.empty()) std::memcpy(mem, words_in.data(), words_in.size() * 8);
   const std::size_t len = sizeof mem - offset_words * 8;
   std::vector<unsigned char> image(stack_image_bound(len));
   const std::size_t size = stack_image_encode(mem + offset_words, len, image.data());

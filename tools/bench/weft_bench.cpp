@@ -6,6 +6,8 @@
 //   skynet   the classic skynet: 10-ary tree of fibers (weft::go), each node sums its children
 //            through its own unbuffered Chan, as the original does; sum verified; ms, peak RSS
 //   park_mem N fibers parked on their own Semaphore(0); statm RSS delta per fiber
+//   park_idle the same, read after they were parked 3 s (stacks hibernated: Options::
+//            hibernate_after); Go frees its heap first (debug.FreeOSMemory)
 //   mutex    4*workers fibers increment one counter under weft::Mutex; count verified
 //   chan_pingpong two fibers, two unbuffered Chan<int>: one sends i on ping and waits for the
 //            reply on pong, the other echoes; N round trips; sum verified; ns per round trip.
@@ -121,10 +123,12 @@ int bench_skynet(const bench::Args& a) {
   return 0;
 }
 
-int bench_park_mem(const bench::Args& a) {
+// park_mem and park_idle: N fibers parked on their own Semaphore(0), RSS delta per fiber read
+// `settle` after the last one parked (park_idle: 3 s, past Options::hibernate_after).
+int park_rss(const bench::Args& a, const char* name, std::chrono::milliseconds settle) {
   const std::uint64_t n = bench::size_or(a, bench::kParkN);
   const double bytes = weft::run(
-      [n] {
+      [n, settle] {
         const std::uint64_t before = bench::current_rss_bytes();
         std::vector<std::unique_ptr<weft::Semaphore>> sems;
         sems.reserve(n);
@@ -142,15 +146,22 @@ int bench_park_mem(const bench::Args& a) {
         }
         started.wait();
         // The last fiber to start is a few instructions from parking; give it time to get there.
-        weft::this_fiber::sleep_for(std::chrono::milliseconds(20));
+        weft::this_fiber::sleep_for(settle);
         const std::uint64_t parked = bench::current_rss_bytes();
         for (auto& sem : sems) sem->release();
         finished.wait();
         return (static_cast<double>(parked) - static_cast<double>(before)) / static_cast<double>(n);
       },
       weft::Options{.workers = bench::resolve_workers(a)});
-  bench::result("park_mem", bench::variant_of(a), "bytes_per_fiber", bytes, "B");
+  bench::result(name, bench::variant_of(a), "bytes_per_fiber", bytes, "B");
   return 0;
+}
+
+int bench_park_mem(const bench::Args& a) {
+  return park_rss(a, "park_mem", std::chrono::milliseconds(20));
+}
+int bench_park_idle(const bench::Args& a) {
+  return park_rss(a, "park_idle", std::chrono::milliseconds(a.n && a.n < 10000 ? 1500 : 3000));
 }
 
 int bench_mutex(const bench::Args& a) {
@@ -474,6 +485,7 @@ int main(int argc, char** argv) {
   if (a.bench == "spawn") return bench_spawn(a);
   if (a.bench == "skynet") return bench_skynet(a);
   if (a.bench == "park_mem") return bench_park_mem(a);
+  if (a.bench == "park_idle") return bench_park_idle(a);
   if (a.bench == "mutex") return bench_mutex(a);
   if (a.bench == "timer") return bench_timer(a);
   if (a.bench == "chan_pingpong") return bench_chan_pingpong(a);
@@ -484,7 +496,7 @@ int main(int argc, char** argv) {
   if (a.bench == "fiber_local") return bench_fiber_local(a);
   if (a.bench == "select_ctx") return bench_select_ctx(a);
   bench::usage_error(g_prog, "unsupported bench: " + a.bench +
-                                 " (weft implements switch, spawn, skynet, park_mem, mutex, timer, "
+                                 " (weft implements switch, spawn, skynet, park_mem, park_idle, mutex, timer, "
                                  "chan_pingpong, chan_mpmc, select2, ctx, rwmutex, fiber_local, "
                                  "select_ctx)");
 }

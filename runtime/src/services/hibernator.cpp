@@ -312,7 +312,9 @@ void Hibernator::hibernate(Fiber* f) {
     f->hibernation.store(0, std::memory_order_release);
     return;
   }
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // No fence needed here: correctness never rests on the worker seeing the flag (a fiber
+  // switched in past a stale flag faults and is restored), and the write-protect ioctl has
+  // already shot down this mm's TLB entries on every CPU, a full barrier on each.
   // 2. Still parked where it was? A fiber woken meanwhile keeps its stack. (Parking again
   //    would write the stack, so a Parked fiber's context cannot change while it is frozen.)
   if (f->state.load(std::memory_order_acquire) != FiberState::kParked ||

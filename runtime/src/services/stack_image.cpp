@@ -15,17 +15,24 @@ std::size_t stack_image_bound(std::size_t len) noexcept {
 
 // Reads another fiber's stack: frames ASan poisoned, words TSan never saw ordered before us
 // (the hibernator froze the stack with a write-protect first: services/hibernator.cpp).
+namespace {
+// Word i of the range, or 0 where its page must not be read. Uninstrumented, as the encoder.
+__attribute__((no_sanitize("address", "thread"))) inline std::uint64_t word_at(
+    const std::uint64_t* lo, std::size_t i, const std::uint8_t* readable, std::uintptr_t first_page,
+    std::size_t page) noexcept {
+  const auto addr = reinterpret_cast<std::uintptr_t>(lo + i);
+  if (readable && !readable[(addr - first_page) / page]) return 0;
+  return lo[i];
+}
+}  // namespace
+
 __attribute__((no_sanitize("address", "thread"))) std::size_t stack_image_encode(
     const std::uint64_t* lo, std::size_t len, unsigned char* out, const std::uint8_t* readable,
     std::size_t page) noexcept {
   const std::size_t words = len / 8;
   const auto base = reinterpret_cast<std::uintptr_t>(lo);
   const std::uintptr_t first_page = base & ~(std::uintptr_t{page} - 1);
-  // Word i, or 0 where its page must not be read.
-  auto word = [&](std::size_t i) -> std::uint64_t {
-    if (readable && !readable[(base + i * 8 - first_page) / page]) return 0;
-    return lo[i];
-  };
+  auto word = [&](std::size_t i) { return word_at(lo, i, readable, first_page, page); };
   unsigned char* o = out;
   std::size_t i = 0;
   for (;;) {

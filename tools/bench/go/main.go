@@ -7,6 +7,7 @@
 //	spawn    one goroutine starts N empty goroutines, a sync.WaitGroup waits; ns per spawn, peak RSS
 //	skynet   the classic goroutine + unbuffered channel skynet; sum verified; ms, peak RSS
 //	park_mem N goroutines each blocked on its own chan struct{}; statm RSS delta per goroutine
+//	park_idle the same read after 3 s parked, after debug.FreeOSMemory()
 //	mutex    4*GOMAXPROCS goroutines increment one counter under sync.Mutex; count verified
 //	chan_pingpong two goroutines, two unbuffered chan int: one sends i on ping and waits for the
 //	         reply on pong, the other echoes; N round trips; sum of the replies verified; ns per round
@@ -27,6 +28,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,7 +62,7 @@ const (
 )
 
 var (
-	benchFlag   = flag.String("bench", "", "switch, spawn, skynet, park_mem, mutex, chan_pingpong, chan_mpmc, select2, ctx, rwmutex, fiber_local or select_ctx")
+	benchFlag   = flag.String("bench", "", "switch, spawn, skynet, park_mem, park_idle, mutex, chan_pingpong, chan_mpmc, select2, ctx, rwmutex, fiber_local or select_ctx")
 	workersFlag = flag.Int("workers", 0, "worker threads (GOMAXPROCS); 0 means all CPUs")
 	nFlag       = flag.Int64("n", 0, "size override (0: the bench's default)")
 )
@@ -212,7 +214,11 @@ func benchSkynet() {
 	result("skynet", variant(), "peak_rss", peakRSSMiB(), "MiB")
 }
 
-func benchParkMem() {
+func benchParkMem() { parkRSS("park_mem", 20*time.Millisecond, false) }
+
+// parkRSS: park_mem, or park_idle: read after settle, with the heap returned first (FreeOSMemory),
+// as weft's figure is read after its stacks were hibernated.
+func parkRSS(name string, settle time.Duration, free bool) {
 	runtime.GOMAXPROCS(resolveWorkers())
 	n := sizeOr(parkN)
 	before := currentRSSBytes()
@@ -232,13 +238,16 @@ func benchParkMem() {
 	}
 	started.Wait()
 	// The last goroutine to start is a few instructions from parking; give it time to get there.
-	time.Sleep(20 * time.Millisecond)
+	time.Sleep(settle)
+	if free {
+		debug.FreeOSMemory()
+	}
 	parked := currentRSSBytes()
 	for _, ch := range chans {
 		close(ch)
 	}
 	finished.Wait()
-	result("park_mem", variant(), "bytes_per_fiber", float64(parked-before)/float64(n), "B")
+	result(name, variant(), "bytes_per_fiber", float64(parked-before)/float64(n), "B")
 }
 
 func benchMutex() {
@@ -505,6 +514,12 @@ func main() {
 		benchSkynet()
 	case "park_mem":
 		benchParkMem()
+	case "park_idle":
+		settle := 3 * time.Second
+		if *nFlag > 0 && *nFlag < 10000 {
+			settle = 1500 * time.Millisecond
+		}
+		parkRSS("park_idle", settle, true)
 	case "mutex":
 		benchMutex()
 	case "chan_pingpong":
@@ -524,6 +539,6 @@ func main() {
 	case "":
 		usageError("--bench is required")
 	default:
-		usageError("unsupported bench: " + *benchFlag + " (go implements switch, spawn, skynet, park_mem, mutex, chan_pingpong, chan_mpmc, select2, ctx, rwmutex, fiber_local, select_ctx)")
+		usageError("unsupported bench: " + *benchFlag + " (go implements switch, spawn, skynet, park_mem, park_idle, mutex, chan_pingpong, chan_mpmc, select2, ctx, rwmutex, fiber_local, select_ctx)")
 	}
 }
