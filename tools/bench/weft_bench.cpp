@@ -6,6 +6,7 @@
 //   skynet   the classic skynet: 10-ary tree of fibers (weft::go), each node sums its children
 //            through its own unbuffered Chan, as the original does; sum verified; ms, peak RSS
 //   park_mem N fibers parked on their own Semaphore(0); statm RSS delta per fiber
+//   hib_wake wake-up latency of a fiber whose stack is hibernated (p50, p99; weft only)
 //   park_idle the same, read after they were parked 3 s (stacks hibernated: Options::
 //            hibernate_after); Go frees its heap first (debug.FreeOSMemory)
 //   mutex    4*workers fibers increment one counter under weft::Mutex; count verified
@@ -30,6 +31,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -221,6 +223,53 @@ int bench_timer(const bench::Args& a) {
   bench::result("timer", v, "late_p50", late[late.size() / 2], "us");
   bench::result("timer", v, "late_p99", late[late.size() * 99 / 100], "us");
   bench::result("timer", v, "late_max", late.back(), "us");
+  return 0;
+}
+
+// hib_wake: N fibers parked on their own Semaphore until every stack is hibernated, then woken
+// one at a time: the time from release() to the fiber running again, which includes bringing its
+// stack back (the release writes the waiter record on the hibernated stack: a userfaultfd
+// fault the hibernator thread serves). Percentiles in microseconds.
+int bench_hib_wake(const bench::Args& a) {
+  const std::uint64_t n = a.n ? a.n : 2000;
+  std::vector<double> lat = weft::run(
+      [n] {
+        std::vector<std::unique_ptr<weft::Semaphore>> sems;
+        for (std::uint64_t i = 0; i < n; ++i) sems.push_back(std::make_unique<weft::Semaphore>(0));
+        std::vector<bench::Clock::time_point> woke(n);
+        weft::Chan<int> ran(1);
+        for (std::uint64_t i = 0; i < n; ++i) {
+          weft::go([&woke, &ran, sem = sems[i].get(), i] {
+            sem->acquire();
+            woke[i] = bench::Clock::now();
+            ran.send(1);
+          });
+        }
+        const auto deadline = bench::Clock::now() + std::chrono::seconds(30);
+        while (weft::stats().fibers_hibernated < n && bench::Clock::now() < deadline) {
+          weft::this_fiber::sleep_for(std::chrono::milliseconds(20));
+        }
+        if (weft::stats().fibers_hibernated < n) {
+          std::fprintf(stderr, "weft_bench: hib_wake: only %llu of %llu fibers hibernated in 30 s "
+                       "(is userfaultfd available? WEFT_HIBERNATE_AFTER=0?)\n",
+                       static_cast<unsigned long long>(weft::stats().fibers_hibernated),
+                       static_cast<unsigned long long>(n));
+        }
+        std::vector<double> out;
+        out.reserve(n);
+        for (std::uint64_t i = 0; i < n; ++i) {
+          const auto t0 = bench::Clock::now();
+          sems[i]->release();
+          ran.recv();
+          out.push_back(std::chrono::duration<double, std::micro>(woke[i] - t0).count());
+        }
+        return out;
+      },
+      weft::Options{.workers = bench::resolve_workers(a)});
+  std::sort(lat.begin(), lat.end());
+  const std::string v = bench::variant_of(a);
+  bench::result("hib_wake", v, "wake_p50", lat[lat.size() / 2], "us");
+  bench::result("hib_wake", v, "wake_p99", lat[lat.size() * 99 / 100], "us");
   return 0;
 }
 
@@ -488,6 +537,7 @@ int main(int argc, char** argv) {
   if (a.bench == "park_idle") return bench_park_idle(a);
   if (a.bench == "mutex") return bench_mutex(a);
   if (a.bench == "timer") return bench_timer(a);
+  if (a.bench == "hib_wake") return bench_hib_wake(a);
   if (a.bench == "chan_pingpong") return bench_chan_pingpong(a);
   if (a.bench == "chan_mpmc") return bench_chan_mpmc(a);
   if (a.bench == "select2") return bench_select2(a);
@@ -496,7 +546,7 @@ int main(int argc, char** argv) {
   if (a.bench == "fiber_local") return bench_fiber_local(a);
   if (a.bench == "select_ctx") return bench_select_ctx(a);
   bench::usage_error(g_prog, "unsupported bench: " + a.bench +
-                                 " (weft implements switch, spawn, skynet, park_mem, park_idle, mutex, timer, "
+                                 " (weft implements switch, spawn, skynet, park_mem, park_idle, mutex, timer, hib_wake, "
                                  "chan_pingpong, chan_mpmc, select2, ctx, rwmutex, fiber_local, "
                                  "select_ctx)");
 }
