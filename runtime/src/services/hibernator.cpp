@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <lz4.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -344,13 +345,23 @@ void Hibernator::hibernate(Fiber* f) {
   }
   uffdio_range woken{stack_lo, top - stack_lo};
   ioctl(uffd_, UFFDIO_WAKE, &woken);
-  auto* r = static_cast<Record*>(::operator new(sizeof(Record) + size));
-  *r = Record{f, slot_lo, stack_lo, top, live_lo, size};
-  std::memcpy(r->image(), encode_buf_.data(), size);
+  // Compressing after the wake keeps the freeze short; the image is ours alone by now.
+  const int bound_lz4 = LZ4_compressBound(static_cast<int>(size));
+  if (lz4_buf_.size() < static_cast<std::size_t>(bound_lz4)) lz4_buf_.resize(bound_lz4);
+  const int packed = size == 0 ? 0
+                               : LZ4_compress_default(reinterpret_cast<const char*>(encode_buf_.data()),
+                                                      lz4_buf_.data(), static_cast<int>(size),
+                                                      bound_lz4);
+  const bool lz4 = packed > 0 && static_cast<std::size_t>(packed) < size;
+  const std::size_t stored = lz4 ? static_cast<std::size_t>(packed) : size;
+  auto* r = static_cast<Record*>(::operator new(sizeof(Record) + stored));
+  *r = Record{f, slot_lo, stack_lo, top, live_lo, stored, size, lz4};
+  std::memcpy(r->image(), lz4 ? static_cast<const void*>(lz4_buf_.data()) : encode_buf_.data(),
+              stored);
   records_.emplace(slot_lo, r);
   runs_ += delta;
   hibernated_.fetch_add(1, std::memory_order_relaxed);
-  image_bytes_.fetch_add(size, std::memory_order_relaxed);
+  image_bytes_.fetch_add(stored, std::memory_order_relaxed);
   released_bytes_.fetch_add(top - stack_lo, std::memory_order_relaxed);
   hibernations_.fetch_add(1, std::memory_order_relaxed);
 }
@@ -402,7 +413,16 @@ void Hibernator::restore_locked(Record* r) {
       return true;
     }
   } copy{uffd_, page_};
-  stack_image_decode(r->image(), r->size, r->live_lo, page_, page_buf_.get(), &Copy::emit, &copy);
+  const unsigned char* image = r->image();
+  if (r->lz4) {
+    if (decode_buf_.size() < r->raw_size) decode_buf_.resize(r->raw_size);
+    const int n = LZ4_decompress_safe(reinterpret_cast<const char*>(r->image()),
+                                      reinterpret_cast<char*>(decode_buf_.data()),
+                                      static_cast<int>(r->size), static_cast<int>(r->raw_size));
+    if (n != static_cast<int>(r->raw_size)) restore_failed("LZ4_decompress_safe", r->live_lo, EIO);
+    image = decode_buf_.data();
+  }
+  stack_image_decode(image, r->raw_size, r->live_lo, page_, page_buf_.get(), &Copy::emit, &copy);
   // Unregistering wakes every thread that waits on the range; they find the pages (or, where
   // the image had only zeros, fresh zero pages).
   if (!uffd_unregister(uffd_, r->slot_lo, r->top - r->slot_lo)) {

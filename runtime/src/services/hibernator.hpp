@@ -2,6 +2,10 @@
 // keeping a compact copy of their live bytes (services/stack_image.hpp), and brings them back
 // before the fiber runs or the moment anything else touches them.
 //
+// The image is the zero-elided copy, then LZ4-compressed when that is smaller (stale data in a
+// read buffer, return addresses and pointers into the same few regions compress well): measured
+// on an echo server's idle connections, 5.5 KB live -> 887 B elided -> about half that with LZ4.
+//
 // Why: an idle blocking-style connection is a fiber parked in read() with its buffer on its
 // stack; two or three stack pages stay resident for as long as the client stays idle, although
 // they hold a few hundred non-zero bytes. Hibernation keeps those bytes and frees the pages.
@@ -87,6 +91,8 @@ class Hibernator final : public StackRestorer {
     std::uintptr_t top;
     std::uintptr_t live_lo;  // encoded range: [live_lo, top)
     std::size_t size;        // image bytes, after this header
+    std::size_t raw_size;    // the zero-elided image's bytes; == size unless lz4
+    bool lz4;                // the image is LZ4-compressed (it came out smaller)
     unsigned char* image() noexcept { return reinterpret_cast<unsigned char*>(this + 1); }
   };
   Hibernator(Runtime& rt, int uffd, int pagemap, std::int64_t after_ns, long vma_budget);
@@ -117,6 +123,8 @@ class Hibernator final : public StackRestorer {
   std::map<std::uintptr_t, Record*> records_ ABSL_GUARDED_BY(mu_);  // by slot_lo
   long runs_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<unsigned char> encode_buf_ ABSL_GUARDED_BY(mu_);
+  std::vector<char> lz4_buf_ ABSL_GUARDED_BY(mu_);     // compressed image, before its record
+  std::vector<unsigned char> decode_buf_ ABSL_GUARDED_BY(mu_);  // decompressed, restoring
   std::vector<std::uint64_t> pagemap_buf_ ABSL_GUARDED_BY(mu_);
   std::vector<std::uint8_t> page_readable_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<unsigned char[]> page_buf_ ABSL_GUARDED_BY(mu_);
