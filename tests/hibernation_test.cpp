@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -252,6 +253,35 @@ TEST_P(HibernationTest, TheDumpMarksHibernatedFibers) {
         EXPECT_NE(line.find(", hibernated]"), std::string::npos) << line;
         gate.send(5);
         EXPECT_EQ(t.join(), 5);
+      },
+      hib_opts());
+}
+
+// The job owns its caller's frame (it may pin a buffer there for I/O): never hibernated.
+TEST_P(HibernationTest, AFiberInABlockingCallKeepsItsStack) {
+  SKIP_WITHOUT_USERFAULTFD();
+  weft::run(
+      [] {
+        // On the heap: the job polls them, and main's own stack is hibernated while it sleeps.
+        static std::atomic<bool> release, started;
+        release = false;
+        started = false;
+        weft::Task<int> t = weft::spawn([] {
+          char frame[2048];
+          std::memset(frame, 7, sizeof frame);
+          weft::blocking([&frame] {
+            started = true;
+            while (!release) usleep(1000);
+            frame[0] = 8;  // the job writes its caller's frame
+          });
+          return frame[0] + frame[2047];
+        });
+        ASSERT_TRUE(eventually([] { return started.load(); }));
+        // Many scans past the 20 ms threshold; main itself may be hibernated meanwhile.
+        weft::this_fiber::sleep_for(300ms);
+        EXPECT_LE(weft::stats().hibernations, 1u);
+        release = true;
+        EXPECT_EQ(t.join(), 15);
       },
       hib_opts());
 }

@@ -225,10 +225,11 @@ void Runtime::run_main(void (*body)(void*), void* arg) {
   workers_[0]->spawned_q.push(main);
 
   install_overflow_handler(*this);
-  monitor_ = std::make_unique<Monitor>(*this);
+  // The hibernator before the monitor (which drains its deferred frees), after it at shutdown.
   hibernator_ = Hibernator::start(
       *this, std::chrono::duration_cast<std::chrono::nanoseconds>(opts_.hibernate_after).count());
   stack_restorer_ = hibernator_.get();
+  monitor_ = std::make_unique<Monitor>(*this);
   const int old_slack = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
   char old_name[16] = {};
   pthread_getname_np(pthread_self(), old_name, sizeof(old_name));
@@ -255,9 +256,9 @@ void Runtime::run_main(void (*body)(void*), void* arg) {
   shutdown_unwind(w0);
   remove_overflow_altstack(w0);
   tls_worker = nullptr;
+  monitor_.reset();
   stack_restorer_ = nullptr;
   hibernator_.reset();  // every fiber has ended, so every hibernated stack came back
-  monitor_.reset();
   remove_overflow_handler();
   blocking_.reset();
   pthread_setname_np(pthread_self(), old_name);

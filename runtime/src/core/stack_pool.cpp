@@ -42,6 +42,16 @@ StackPool::StackPool(std::size_t stack_size, bool guard_pages)
   class_bytes_[0] = round(stack_size);
   for (unsigned c = 1; c < kClasses; ++c) class_bytes_[c] = round(std::size_t{8192} << (c - 1));
   for (SizeClass& sc : classes_) sc.hot_keep = kSharedHotStacks;
+  if (guard_) {
+    // Decided now, not at the first carve: the hibernator asks before any stack exists.
+    void* probe = mmap(nullptr, 2 * page_, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (probe != MAP_FAILED) {
+      ThreadMutexLock lock(mu_);
+      guard_by_mprotect_ = madvise(probe, page_, MADV_GUARD_INSTALL) != 0 && errno == EINVAL;
+      munmap(probe, 2 * page_);
+    }
+  }
 }
 
 StackPool::~StackPool() {

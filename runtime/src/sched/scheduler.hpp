@@ -83,6 +83,7 @@ class Runtime {
   // Null unless stack hibernation runs (Options::hibernate_after, services/hibernator.hpp);
   // set before the first fiber runs, reset after the last one ended.
   StackRestorer* stack_restorer() noexcept { return stack_restorer_; }
+  Hibernator* hibernator() noexcept { return hibernator_.get(); }  // for the monitor
   const StackSizeTable& stack_sizes() const noexcept { return stack_sizes_; }
 
   // The one wake path: every wake of a parked fiber -- Waker::wake (channels, sync, timers,

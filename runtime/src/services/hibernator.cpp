@@ -36,7 +36,7 @@ namespace {
 
 constexpr std::int64_t kMs = 1000000;
 constexpr std::size_t kMaxCandidatesPerScan = 1 << 16;
-constexpr unsigned kFaultCheckEvery = 16;  // hibernations between looks at pending faults
+constexpr unsigned kFaultCheckEvery = 1;  // hibernations between looks at pending faults
 // A record's map node and allocator header, beyond the Record itself and its image.
 constexpr std::size_t kRecordOverhead = 96;
 constexpr std::size_t kPageFlagsUnknown = ~std::size_t{0};
@@ -195,6 +195,7 @@ Hibernator::~Hibernator() {
     ThreadMutexLock lock(mu_);
     while (!records_.empty()) restore_locked(records_.begin()->second);
   }
+  free_deferred();
   close(stop_fd_);
   close(pagemap_);
   close(uffd_);
@@ -238,6 +239,9 @@ void Hibernator::scan(std::int64_t now) {
     if (f->hibernation.load(std::memory_order_relaxed) != 0) return;
     if (!f->stack.load(std::memory_order_relaxed)) return;
     if (now - f->parked_at_ns.load(std::memory_order_relaxed) < after_ns_) return;
+    // A blocking() job owns its caller's frame: it may pin a buffer there for I/O (O_DIRECT,
+    // vmsplice), which a write-protect cannot stop and MADV_DONTNEED would orphan.
+    if (f->wait_reason.load(std::memory_order_relaxed) == WaitReason::kBlocking) return;
     f->refs.fetch_add(1, std::memory_order_relaxed);  // registered, so not yet freed
     candidates_.push_back(f);
   });
@@ -251,13 +255,34 @@ void Hibernator::scan(std::int64_t now) {
       ThreadMutexLock lock(mu_);
       hibernate(f);
     }
-    fiber_release(f);
+    release_candidate(f);
     if (++since_faults == kFaultCheckEvery) {
       since_faults = 0;
       serve_faults();
     }
   }
   candidates_.clear();
+}
+
+void Hibernator::release_candidate(Fiber* f) {
+  // The last reference frees the fiber and runs its result's destructor: user code, which may
+  // touch a hibernated stack (a WaitGroup::done on an accept loop's) -- a fault this thread
+  // would have to serve itself. Such a fiber (it ended meanwhile) is left to the monitor.
+  std::uint32_t r = f->refs.load(std::memory_order_relaxed);
+  while (r > 1) {
+    if (f->refs.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) return;
+  }
+  ThreadMutexLock lock(deferred_mu_);
+  deferred_.push_back(f);
+}
+
+void Hibernator::free_deferred() {
+  std::vector<Fiber*> mine;
+  {
+    ThreadMutexLock lock(deferred_mu_);
+    mine.swap(deferred_);
+  }
+  for (Fiber* f : mine) fiber_release(f);
 }
 
 long Hibernator::run_delta_locked(std::uintptr_t lo, std::uintptr_t top) const {
@@ -279,6 +304,9 @@ bool Hibernator::unprotect_and_unregister(std::uintptr_t slot_lo, std::uintptr_t
 void Hibernator::hibernate(Fiber* f) {
   if (f->state.load(std::memory_order_acquire) != FiberState::kParked) return;
   if (f->hibernation.load(std::memory_order_relaxed) != 0) return;
+  // Candidates wait their turn: one may have woken and parked again since the scan (its commit
+  // may still be writing the stack on another worker: freezing it would stall that worker).
+  if (now_ns() - f->parked_at_ns.load(std::memory_order_relaxed) < after_ns_) return;
   char* stack = f->stack.load(std::memory_order_relaxed);
   if (!stack) return;
   StackPool& pool = rt_.stacks();
@@ -309,7 +337,9 @@ void Hibernator::hibernate(Fiber* f) {
     return;
   }
   if (!uffd_protect(uffd_, stack_lo, top - stack_lo, true)) {
-    uffd_unregister(uffd_, slot_lo, top - slot_lo);
+    if (!uffd_unregister(uffd_, slot_lo, top - slot_lo)) {
+      restore_failed("unregistering a stack the write-protect refused", stack_lo, errno);
+    }
     f->hibernation.store(0, std::memory_order_release);
     return;
   }
@@ -319,7 +349,8 @@ void Hibernator::hibernate(Fiber* f) {
   // 2. Still parked where it was? A fiber woken meanwhile keeps its stack. (Parking again
   //    would write the stack, so a Parked fiber's context cannot change while it is frozen.)
   if (f->state.load(std::memory_order_acquire) != FiberState::kParked ||
-      reinterpret_cast<std::uintptr_t>(f->ctx.load(std::memory_order_relaxed)) != ctx) {
+      reinterpret_cast<std::uintptr_t>(f->ctx.load(std::memory_order_relaxed)) != ctx ||
+      now_ns() - f->parked_at_ns.load(std::memory_order_relaxed) < after_ns_) {
     if (!unprotect_and_unregister(slot_lo, stack_lo, top)) {
       restore_failed("unregistering a woken fiber's stack", stack_lo, errno);
     }
@@ -364,9 +395,21 @@ void Hibernator::hibernate(Fiber* f) {
   image_bytes_.fetch_add(stored, std::memory_order_relaxed);
   released_bytes_.fetch_add(top - stack_lo, std::memory_order_relaxed);
   hibernations_.fetch_add(1, std::memory_order_relaxed);
+  shrink_buffers_locked();
+}
+
+void Hibernator::shrink_buffers_locked() {
+  // A deep stack's hibernation grew them; they must not stay resident for it.
+  constexpr std::size_t kKeep = 64 * 1024;
+  if (encode_buf_.capacity() > kKeep) std::vector<unsigned char>().swap(encode_buf_);
+  if (lz4_buf_.capacity() > kKeep) std::vector<char>().swap(lz4_buf_);
+  if (decode_buf_.capacity() > kKeep) std::vector<unsigned char>().swap(decode_buf_);
 }
 
 std::size_t Hibernator::read_page_flags_locked(std::uintptr_t lo, std::size_t pages) {
+  // pagemap reports any PTE marker as swapped; anonymous uffd-wp markers appear only with
+  // UFFD_FEATURE_WP_UNPOPULATED, which start() does not ask for (a marked, empty page would be
+  // read, and fault to this thread), and guard markers sit below stack_lo.
   constexpr std::uint64_t kPresent = 1ull << 63, kSwapped = 1ull << 62;
   const std::size_t bytes = pages * sizeof(std::uint64_t);
   const off_t at = static_cast<off_t>(lo / page_ * sizeof(std::uint64_t));
@@ -407,10 +450,16 @@ void Hibernator::restore_locked(Record* r) {
       cp.dst = page_address;
       cp.src = reinterpret_cast<std::uintptr_t>(scratch);
       cp.len = c->page;
-      if (ioctl(c->uffd, UFFDIO_COPY, &cp) == 0) return true;
-      // EEXIST: the page is there already; nothing else may fail.
-      if (errno != EEXIST) restore_failed("UFFDIO_COPY", page_address, errno);
-      return true;
+      // EAGAIN: the address space is changing (retry); ENOMEM: memory is short for a moment
+      // (retry for about a second); EEXIST: the page is there already. Nothing else may fail.
+      for (int tries = 0;; ++tries) {
+        cp.copy = 0;
+        if (ioctl(c->uffd, UFFDIO_COPY, &cp) == 0 || errno == EEXIST) return true;
+        if ((errno != EAGAIN && errno != ENOMEM) || tries == 10000) {
+          restore_failed("UFFDIO_COPY", page_address, errno);
+        }
+        if (errno == ENOMEM) usleep(100);
+      }
     }
   } copy{uffd_, page_};
   const unsigned char* image = r->image();
@@ -430,6 +479,7 @@ void Hibernator::restore_locked(Record* r) {
   }
   Fiber* f = r->fiber;
   records_.erase(r->slot_lo);
+  shrink_buffers_locked();
   runs_ -= run_delta_locked(r->slot_lo, r->top);
   hibernated_.fetch_sub(1, std::memory_order_relaxed);
   image_bytes_.fetch_sub(r->size, std::memory_order_relaxed);

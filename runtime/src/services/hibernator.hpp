@@ -32,6 +32,9 @@
 // Restoring (any thread, mu_ held): copy the image's non-zero pages back with UFFDIO_COPY
 // (atomic per page against the faulting threads), unregister (wakes them), flag 0.
 //
+// Blocking jobs' callers are never hibernated: the job owns the frame and may pin a buffer there
+// for I/O (O_DIRECT, vmsplice), which a write-protect cannot stop.
+//
 // Locks: mu_ guards the records and the counters' writers; it is taken by the hibernator and by
 // workers restoring. Nothing that holds mu_ touches a hibernated stack or waits for a fiber. The
 // hibernator never allocates between write-protecting a stack and deciding its fate: a fiber
@@ -82,6 +85,9 @@ class Hibernator final : public StackRestorer {
   // f->hibernation is set. Safe from any thread.
   void restore(Fiber* f) noexcept override;
   Counters counters() const noexcept;
+  // Drops the references the hibernator thread could not drop itself (services/monitor.cpp
+  // calls it every tick): the last reference runs user destructors, which must not run there.
+  void free_deferred();
 
  private:
   struct Record {
@@ -105,6 +111,8 @@ class Hibernator final : public StackRestorer {
   void scan(std::int64_t now);
   void hibernate(Fiber* f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void serve_faults();
+  void release_candidate(Fiber* f);
+  void shrink_buffers_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void restore_locked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Separate registered runs that adding (+1) or removing (-1) [lo, top) changes.
   long run_delta_locked(std::uintptr_t lo, std::uintptr_t top) const
@@ -131,6 +139,8 @@ class Hibernator final : public StackRestorer {
   std::atomic<std::uint64_t> hibernated_{0}, image_bytes_{0}, released_bytes_{0},
       hibernations_{0}, restores_{0}, fault_restores_{0};
   std::vector<Fiber*> candidates_;  // the hibernator thread's alone
+  ThreadMutex deferred_mu_;
+  std::vector<Fiber*> deferred_ ABSL_GUARDED_BY(deferred_mu_);  // last references, for the monitor
   std::thread thread_;
 };
 

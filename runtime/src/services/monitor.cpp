@@ -14,6 +14,7 @@
 #include "core/registry.hpp"
 #include "core/thread_parker.hpp"
 #include "sched/scheduler.hpp"
+#include "services/hibernator.hpp"
 
 namespace weft::detail {
 namespace {
@@ -86,6 +87,7 @@ void Monitor::loop() {
       std::cerr.flush();
       std::abort();
     }
+    if (Hibernator* h = rt_.hibernator()) h->free_deferred();
     if (now - last_trim >= kTrimEvery) {
       rt_.stacks().trim();
       heap_return_.tick(now, rt_.fibers_alive());

@@ -7,6 +7,7 @@
 //    consecutive checks with no switch between them; then prints the dump and aborts,
 //  - trims the shared stack pool so RSS follows the live fibers, and returns the C allocator's
 //    free pages after a burst (HeapReturn),
+//  - drops the fiber references the hibernator may not drop on its own thread,
 //  - prints a fiber dump on SIGQUIT (installed over the default action or an inherited "ignore",
 //    never over the program's own handler; the old disposition comes back when run() ends).
 // It never runs fibers and never touches run queues; it reads per-worker counters (relaxed).
