@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -231,6 +232,9 @@ void Hibernator::loop() {
 
 void Hibernator::scan(std::int64_t now) {
   candidates_.clear();
+  // Stale entries (the fiber parked again, or ended and its record was reused) only cost a
+  // lookup: a new park has a new time. Cleared now and then so the map stays small.
+  if (++scans_ % 64 == 0) kept_.clear();
   const std::size_t cap = std::min<std::size_t>(rt_.fibers_alive() + 64, kMaxCandidatesPerScan);
   candidates_.reserve(cap);  // no allocation under the registry's spin locks
   rt_.registry().for_each([&](Fiber* f) {
@@ -238,7 +242,12 @@ void Hibernator::scan(std::int64_t now) {
     if (f->state.load(std::memory_order_acquire) != FiberState::kParked) return;
     if (f->hibernation.load(std::memory_order_relaxed) != 0) return;
     if (!f->stack.load(std::memory_order_relaxed)) return;
-    if (now - f->parked_at_ns.load(std::memory_order_relaxed) < after_ns_) return;
+    const std::int64_t parked_at = f->parked_at_ns.load(std::memory_order_relaxed);
+    if (now - parked_at < after_ns_) return;
+    if (!kept_.empty()) {  // find() allocates nothing: safe under the spin lock
+      auto kept = kept_.find(f);
+      if (kept != kept_.end() && kept->second == parked_at) return;
+    }
     // A blocking() job owns its caller's frame: it may pin a buffer there for I/O (O_DIRECT,
     // vmsplice), which a write-protect cannot stop and MADV_DONTNEED would orphan.
     if (f->wait_reason.load(std::memory_order_relaxed) == WaitReason::kBlocking) return;
@@ -372,6 +381,8 @@ void Hibernator::hibernate(Fiber* f) {
       restore_failed("unregistering a stack left resident", stack_lo, errno);
     }
     f->hibernation.store(0, std::memory_order_release);
+    // Not again for this park: each try costs a freeze and two VMA changes.
+    kept_[f] = f->parked_at_ns.load(std::memory_order_relaxed);
     return;
   }
   uffdio_range woken{stack_lo, top - stack_lo};

@@ -53,6 +53,7 @@
 #include <map>
 #include <memory>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "core/stack_restorer.hpp"
@@ -138,7 +139,10 @@ class Hibernator final : public StackRestorer {
   std::unique_ptr<unsigned char[]> page_buf_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::uint64_t> hibernated_{0}, image_bytes_{0}, released_bytes_{0},
       hibernations_{0}, restores_{0}, fault_restores_{0};
-  std::vector<Fiber*> candidates_;  // the hibernator thread's alone
+  std::vector<Fiber*> candidates_;  // the hibernator thread's alone, as are the next two
+  // Fibers whose image would have saved too little, by the park (parked_at_ns) it was tried on.
+  std::unordered_map<const Fiber*, std::int64_t> kept_;
+  std::uint64_t scans_ = 0;
   ThreadMutex deferred_mu_;
   std::vector<Fiber*> deferred_ ABSL_GUARDED_BY(deferred_mu_);  // last references, for the monitor
   std::thread thread_;
