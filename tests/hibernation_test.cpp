@@ -218,7 +218,8 @@ TEST_P(HibernationTest, ASyscallWritesIntoAHibernatedStack) {
           where = buf;
           placed.send(1);
           gate.recv();
-          // The first half came from the pipe; the second kept its pattern (1024 * 131 is 0 mod 256).
+          // The first half came from the pipe; the second kept its pattern (1024 * 131 is 0 mod
+          // 256).
           return check(buf, 1024, 9) && check(buf + 1024, 1024, 7);
         });
         placed.recv();
@@ -243,12 +244,7 @@ TEST_P(HibernationTest, TheDumpMarksHibernatedFibers) {
         weft::Chan<int> gate;
         weft::Task<int> t = weft::spawn([gate] { return gate.recv().value_or(-1); });
         ASSERT_TRUE(hibernated_at_least(1));
-        std::ostringstream os;
-        weft::dump_fibers(os);
-        const std::string dump = os.str();
-        const std::size_t at = dump.find("\nfiber " + std::to_string(t.id()) + " ");
-        ASSERT_NE(at, std::string::npos) << dump;
-        const std::string line = dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
+        const std::string line = dump_line(t.id());
         EXPECT_NE(line.find("chan recv"), std::string::npos) << line;
         EXPECT_NE(line.find(", hibernated]"), std::string::npos) << line;
         gate.send(5);
@@ -280,12 +276,7 @@ TEST_P(HibernationTest, AFiberInABlockingCallKeepsItsStack) {
         // Many scans past the 20 ms threshold: its dump line never says hibernated (main's may).
         for (int i = 0; i < 30; ++i) {
           weft::this_fiber::sleep_for(10ms);
-          std::ostringstream os;
-          weft::dump_fibers(os);
-          const std::string dump = os.str();
-          const std::size_t at = dump.find("\nfiber " + std::to_string(t.id()) + " ");
-          ASSERT_NE(at, std::string::npos) << dump;
-          const std::string line = dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
+          const std::string line = dump_line(t.id());
           ASSERT_NE(line.find("blocking call"), std::string::npos) << line;
           ASSERT_EQ(line.find("hibernated"), std::string::npos) << line;
         }

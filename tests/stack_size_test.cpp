@@ -36,16 +36,6 @@ std::string temp_file(const char* tag, const std::string& text) {
   return path;
 }
 
-// The fiber dump's line for fiber `id`.
-std::string dump_line(std::uint64_t id) {
-  std::ostringstream os;
-  weft::dump_fibers(os);
-  const std::string dump = os.str();
-  const std::size_t at = dump.find("\nfiber " + std::to_string(id) + " ");
-  if (at == std::string::npos) return "";
-  return dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
-}
-
 // Uses `kb` KiB of its own stack (a frame the optimiser must keep).
 WEFT_TEST_OPAQUE int use_stack_kib(int kb) {
   volatile char frame[1024];

@@ -64,6 +64,20 @@ inline std::string WorkersName(const ::testing::TestParamInfo<unsigned>& info) {
   return name;
 }
 
+// Fiber `id`'s line in a fiber dump ("" if the dump has none).
+inline std::string line_of(const std::string& dump, std::uint64_t id) {
+  const std::size_t at = dump.find("\nfiber " + std::to_string(id) + " ");
+  if (at == std::string::npos) return "";
+  return dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
+}
+
+// The fiber dump's line for fiber `id` now ("" if the dump has none).
+inline std::string dump_line(std::uint64_t id) {
+  std::ostringstream os;
+  weft::dump_fibers(os);
+  return line_of(os.str(), id);
+}
+
 // True once every fiber in `ids` is parked with a wait reason starting with `reason` ("rwmutex",
 // "chan recv", "io "), as the fiber dump shows ("[parked: REASON ..."): what a test waits for
 // before it acts on a blocked call, instead of sleeping and hoping the call got there.
@@ -74,10 +88,7 @@ inline bool parked_on(std::string_view reason, std::initializer_list<std::uint64
   std::string needle = "[parked: ";
   needle += reason;
   for (const std::uint64_t id : ids) {
-    const std::size_t at = dump.find("\nfiber " + std::to_string(id) + " ");
-    if (at == std::string::npos) return false;
-    const std::string line = dump.substr(at + 1, dump.find('\n', at + 1) - (at + 1));
-    if (line.find(needle) == std::string::npos) return false;
+    if (line_of(dump, id).find(needle) == std::string::npos) return false;
   }
   return true;
 }

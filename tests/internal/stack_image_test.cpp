@@ -47,8 +47,8 @@ void round_trip(const std::vector<std::uint64_t>& words_in, std::size_t offset_w
   const std::uintptr_t base = 0x7f0000000000;  // where the stack "was": page-aligned
   std::vector<unsigned char> scratch(kPage);
   Decoded d;
-  ASSERT_TRUE(stack_image_decode(image.data(), size, base + offset_words * 8, kPage,
-                                 scratch.data(), &Decoded::emit, &d));
+  ASSERT_TRUE(stack_image_decode(image.data(), size, base + offset_words * 8, kPage, scratch.data(),
+                                 &Decoded::emit, &d));
   const auto* bytes = reinterpret_cast<const unsigned char*>(mem);
   for (std::size_t p = 0; p < kPages; ++p) {
     const std::uintptr_t addr = base + p * kPage;
@@ -80,10 +80,10 @@ TEST(StackImage, AnEmptyRangeEncodesToNothing) {
 TEST(StackImage, IsolatedWordsAndRunsComeBackExactly) {
   std::vector<std::uint64_t> w(2048);
   w[0] = 1;
-  w[3] = 0xffffffffffffffffull;  // gap of 2: one run
-  w[100] = 42;                   // long gap: a new run
+  w[3] = 0xffffffffffffffffull;                                               // gap of 2: one run
+  w[100] = 42;                                                                // long gap: a new run
   for (int i = 500; i < 700; ++i) w[i] = 0x0101010101010101ull * (i & 0xff);  // crosses a page
-  w[2047] = 7;                                                              // the very last word
+  w[2047] = 7;                                                                // the very last word
   round_trip(w, 0);
 }
 
@@ -133,8 +133,8 @@ TEST(StackImage, PagesMarkedUnreadableAreNeverReadAndComeBackAsZeros) {
   std::vector<unsigned char> scratch(kPage);
   Decoded d;
   const auto lo = reinterpret_cast<std::uintptr_t>(mem) + 96;
-  ASSERT_TRUE(stack_image_decode(image.data(), size, lo, kPage, scratch.data(), &Decoded::emit,
-                                 &d));
+  ASSERT_TRUE(
+      stack_image_decode(image.data(), size, lo, kPage, scratch.data(), &Decoded::emit, &d));
   ASSERT_EQ(d.pages.size(), 2u);
   const auto base = reinterpret_cast<std::uintptr_t>(mem);
   EXPECT_EQ(d.pages[base][100], 1);

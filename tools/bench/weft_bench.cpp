@@ -250,7 +250,8 @@ int bench_hib_wake(const bench::Args& a) {
           weft::this_fiber::sleep_for(std::chrono::milliseconds(20));
         }
         if (weft::stats().fibers_hibernated < n) {
-          std::fprintf(stderr, "weft_bench: hib_wake: only %llu of %llu fibers hibernated in 30 s "
+          std::fprintf(stderr,
+                       "weft_bench: hib_wake: only %llu of %llu fibers hibernated in 30 s "
                        "(is userfaultfd available? WEFT_HIBERNATE_AFTER=0?)\n",
                        static_cast<unsigned long long>(weft::stats().fibers_hibernated),
                        static_cast<unsigned long long>(n));
@@ -545,8 +546,10 @@ int main(int argc, char** argv) {
   if (a.bench == "rwmutex") return bench_rwmutex(a);
   if (a.bench == "fiber_local") return bench_fiber_local(a);
   if (a.bench == "select_ctx") return bench_select_ctx(a);
-  bench::usage_error(g_prog, "unsupported bench: " + a.bench +
-                                 " (weft implements switch, spawn, skynet, park_mem, park_idle, mutex, timer, hib_wake, "
-                                 "chan_pingpong, chan_mpmc, select2, ctx, rwmutex, fiber_local, "
-                                 "select_ctx)");
+  bench::usage_error(
+      g_prog,
+      "unsupported bench: " + a.bench +
+          " (weft implements switch, spawn, skynet, park_mem, park_idle, mutex, timer, hib_wake, "
+          "chan_pingpong, chan_mpmc, select2, ctx, rwmutex, fiber_local, "
+          "select_ctx)");
 }

@@ -1,7 +1,6 @@
 // Stack pool implementation; the design is in stack_pool.hpp.
 #include "core/stack_pool.hpp"
 
-
 #include <sys/mman.h>
 #include <unistd.h>
 

@@ -11,8 +11,8 @@
 #include <cerrno>
 
 #include "core/registry.hpp"
-#include "core/stack_restorer.hpp"
 #include "core/stack_profiler.hpp"
+#include "core/stack_restorer.hpp"
 #include "sched/fiber_lifecycle.hpp"
 #include "sched/fiber_locals.hpp"
 #include "sched/scheduler.hpp"

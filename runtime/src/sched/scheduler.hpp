@@ -180,7 +180,7 @@ class Runtime {
   std::unique_ptr<BlockingPool> blocking_;
   std::unique_ptr<Poller> poller_;
   std::unique_ptr<Monitor> monitor_;
-  std::unique_ptr<Hibernator> hibernator_;  // outlives every fiber's last switch-in
+  std::unique_ptr<Hibernator> hibernator_;   // outlives every fiber's last switch-in
   StackRestorer* stack_restorer_ = nullptr;  // hibernator_, seen through what switch_to needs
   std::unique_ptr<StackProfiler> profiler_;  // destroyed (profile written) with the runtime
   StackSizeTable stack_sizes_;               // by fiber name (Options::stack_sizes); immutable

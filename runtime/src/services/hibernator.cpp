@@ -13,12 +13,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <unordered_map>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <unordered_map>
 
 #include "core/fiber.hpp"
 #include "core/own_threads.hpp"
@@ -102,8 +102,8 @@ bool uffd_probe(int uffd, std::size_t page, int* err) {
   std::uint64_t ioctls = 0;
   bool ok = uffd_register(uffd, lo, page, &ioctls);
   if (!ok) *err = errno;
-  const std::uint64_t need = (1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_WAKE) |
-                             (1ull << _UFFDIO_WRITEPROTECT);
+  const std::uint64_t need =
+      (1ull << _UFFDIO_COPY) | (1ull << _UFFDIO_WAKE) | (1ull << _UFFDIO_WRITEPROTECT);
   if (ok && (ioctls & need) != need) {
     ok = false;
     *err = ENOTSUP;
@@ -126,17 +126,19 @@ bool uffd_probe(int uffd, std::size_t page, int* err) {
 std::unique_ptr<Hibernator> Hibernator::start(Runtime& rt, std::int64_t after_ns) {
   if (after_ns <= 0 || rt.profiler()) return nullptr;
   if (rt.stacks().guards_split_vmas()) {
-    say_off_once("the kernel lacks MADV_GUARD_INSTALL (Linux 6.13), so stacks are not "
-                 "contiguous in one VMA",
-                 0);
+    say_off_once(
+        "the kernel lacks MADV_GUARD_INSTALL (Linux 6.13), so stacks are not "
+        "contiguous in one VMA",
+        0);
     return nullptr;
   }
   int err = 0;
   const int uffd = open_userfaultfd(&err);
   if (uffd < 0) {
-    say_off_once("userfaultfd is unavailable (seccomp, vm.unprivileged_userfaultfd=0 without "
-                 "access to /dev/userfaultfd, or an old kernel)",
-                 err);
+    say_off_once(
+        "userfaultfd is unavailable (seccomp, vm.unprivileged_userfaultfd=0 without "
+        "access to /dev/userfaultfd, or an old kernel)",
+        err);
     return nullptr;
   }
   uffdio_api api{};
@@ -151,9 +153,10 @@ std::unique_ptr<Hibernator> Hibernator::start(Runtime& rt, std::int64_t after_ns
   }
   if (!uffd_probe(uffd, page, &err)) {
     close(uffd);
-    say_off_once("userfaultfd cannot register anonymous memory in missing and write-protect "
-                 "modes",
-                 err);
+    say_off_once(
+        "userfaultfd cannot register anonymous memory in missing and write-protect "
+        "modes",
+        err);
     return nullptr;
   }
   const int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
@@ -168,8 +171,7 @@ std::unique_ptr<Hibernator> Hibernator::start(Runtime& rt, std::int64_t after_ns
   return std::unique_ptr<Hibernator>(new Hibernator(rt, uffd, pagemap, after_ns, budget));
 }
 
-Hibernator::Hibernator(Runtime& rt, int uffd, int pagemap, std::int64_t after_ns,
-                       long vma_budget)
+Hibernator::Hibernator(Runtime& rt, int uffd, int pagemap, std::int64_t after_ns, long vma_budget)
     : rt_(rt),
       uffd_(uffd),
       pagemap_(pagemap),
@@ -373,7 +375,8 @@ void Hibernator::hibernate(Fiber* f) {
           ? 0
           : stack_image_encode(reinterpret_cast<const std::uint64_t*>(live_lo), len,
                                encode_buf_.data(), page_readable_.data(), page_);
-  if (resident == kPageFlagsUnknown || size + sizeof(Record) + kRecordOverhead >= resident * page_ ||
+  if (resident == kPageFlagsUnknown ||
+      size + sizeof(Record) + kRecordOverhead >= resident * page_ ||
       madvise(stack, top - stack_lo, MADV_DONTNEED) != 0) {
     // pagemap could not be read, the image would save next to nothing (the live bytes fill
     // their pages), or the kernel refused: the fiber keeps its pages.
@@ -390,10 +393,10 @@ void Hibernator::hibernate(Fiber* f) {
   // Compressing after the wake keeps the freeze short; the image is ours alone by now.
   const int bound_lz4 = LZ4_compressBound(static_cast<int>(size));
   if (lz4_buf_.size() < static_cast<std::size_t>(bound_lz4)) lz4_buf_.resize(bound_lz4);
-  const int packed = size == 0 ? 0
-                               : LZ4_compress_default(reinterpret_cast<const char*>(encode_buf_.data()),
-                                                      lz4_buf_.data(), static_cast<int>(size),
-                                                      bound_lz4);
+  const int packed = size == 0
+                         ? 0
+                         : LZ4_compress_default(reinterpret_cast<const char*>(encode_buf_.data()),
+                                                lz4_buf_.data(), static_cast<int>(size), bound_lz4);
   const bool lz4 = packed > 0 && static_cast<std::size_t>(packed) < size;
   const std::size_t stored = lz4 ? static_cast<std::size_t>(packed) : size;
   auto* r = static_cast<Record*>(::operator new(sizeof(Record) + stored));

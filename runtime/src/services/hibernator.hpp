@@ -27,8 +27,8 @@
 //      unregister, flag 0: nothing happened. Parked -> its saved context is final (a new park
 //      would have to write the stack), so [context, top) is all it has live;
 //   3. encode that range (reading only pages that hold data: /proc/self/pagemap says which; a
-//      never-touched page would fault to this very thread), MADV_DONTNEED the stack, wake the writers that waited (they fault
-//      again, now on a missing page, and we restore for them).
+//      never-touched page would fault to this very thread), MADV_DONTNEED the stack, wake the
+//      writers that waited (they fault again, now on a missing page, and we restore for them).
 // Restoring (any thread, mu_ held): copy the image's non-zero pages back with UFFDIO_COPY
 // (atomic per page against the faulting threads), unregister (wakes them), flag 0.
 //
@@ -67,11 +67,11 @@ struct Fiber;
 class Hibernator final : public StackRestorer {
  public:
   struct Counters {
-    std::uint64_t hibernated = 0;    // fibers whose stack is hibernated now
-    std::uint64_t image_bytes = 0;   // bytes their images take now
+    std::uint64_t hibernated = 0;      // fibers whose stack is hibernated now
+    std::uint64_t image_bytes = 0;     // bytes their images take now
     std::uint64_t released_bytes = 0;  // stack bytes their ranges span now (upper bound freed)
-    std::uint64_t hibernations = 0;  // since start
-    std::uint64_t restores = 0;      // since start (by a switch-in or by a fault)
+    std::uint64_t hibernations = 0;    // since start
+    std::uint64_t restores = 0;        // since start (by a switch-in or by a fault)
     std::uint64_t fault_restores = 0;  // of which another thread's access caused
   };
 
@@ -104,8 +104,9 @@ class Hibernator final : public StackRestorer {
   };
   Hibernator(Runtime& rt, int uffd, int pagemap, std::int64_t after_ns, long vma_budget);
   // Which pages of [lo, lo + pages * page_) hold data (present or swapped out), into
-  // page_readable_; returns how many, or ~0 if pagemap could not be read. A page never touched reads as a userfaultfd fault in a
-  // registered range -- one this thread would have to serve itself -- so the encoder skips it.
+  // page_readable_; returns how many, or ~0 if pagemap could not be read. A page never touched
+  // reads as a userfaultfd fault in a registered range -- one this thread would have to serve
+  // itself -- so the encoder skips it.
   std::size_t read_page_flags_locked(std::uintptr_t lo, std::size_t pages)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void loop();
@@ -132,13 +133,13 @@ class Hibernator final : public StackRestorer {
   std::map<std::uintptr_t, Record*> records_ ABSL_GUARDED_BY(mu_);  // by slot_lo
   long runs_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<unsigned char> encode_buf_ ABSL_GUARDED_BY(mu_);
-  std::vector<char> lz4_buf_ ABSL_GUARDED_BY(mu_);     // compressed image, before its record
+  std::vector<char> lz4_buf_ ABSL_GUARDED_BY(mu_);  // compressed image, before its record
   std::vector<unsigned char> decode_buf_ ABSL_GUARDED_BY(mu_);  // decompressed, restoring
   std::vector<std::uint64_t> pagemap_buf_ ABSL_GUARDED_BY(mu_);
   std::vector<std::uint8_t> page_readable_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<unsigned char[]> page_buf_ ABSL_GUARDED_BY(mu_);
-  std::atomic<std::uint64_t> hibernated_{0}, image_bytes_{0}, released_bytes_{0},
-      hibernations_{0}, restores_{0}, fault_restores_{0};
+  std::atomic<std::uint64_t> hibernated_{0}, image_bytes_{0}, released_bytes_{0}, hibernations_{0},
+      restores_{0}, fault_restores_{0};
   std::vector<Fiber*> candidates_;  // the hibernator thread's alone, as are the next two
   // Fibers whose image would have saved too little, by the park (parked_at_ns) it was tried on.
   std::unordered_map<const Fiber*, std::int64_t> kept_;

@@ -52,7 +52,8 @@ __attribute__((no_sanitize("address", "thread"))) std::size_t stack_image_encode
       if (word(end) != 0) last = end;
       ++end;
     }
-    const StackImageRun run{static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(last - i + 1)};
+    const StackImageRun run{static_cast<std::uint32_t>(i),
+                            static_cast<std::uint32_t>(last - i + 1)};
     std::memcpy(o, &run, sizeof run);
     o += sizeof run;
     for (std::size_t k = i; k <= last; ++k, o += 8) {
