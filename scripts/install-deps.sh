@@ -8,12 +8,12 @@
 # redis-server (the side-by-side figure of tools/services_bench.sh; never left running as a
 # service). Fuzzing: clang + libclang-rt-14-dev (libFuzzer, tools/fuzz/run.sh).
 # Debugging: gdb (tools/gdb/weft_gdb.py and the tests/gdb_test that drives it).
-# Stack hibernation: liblz4-dev (compresses the saved images of idle fibers' stacks).
+# The io_uring netpoller: liburing-dev. Stack hibernation: liblz4-dev (compresses the saved images of idle fibers' stacks).
 set -euo pipefail
 packages=(build-essential cmake pkg-config libboost-context-dev libboost-dev libabsl-dev
           libgtest-dev libgmock-dev libbenchmark-dev libboost-fiber-dev golang-go linux-perf
           clang-format libhttp-parser-dev wrk libssl-dev openssl curl ca-certificates
-          redis-tools redis-server clang libclang-rt-14-dev gdb liblz4-dev)
+          redis-tools redis-server clang libclang-rt-14-dev gdb liblz4-dev liburing-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "poll_desc.hpp"
+#include "uring_poller.hpp"
 #include "weft/detail/fd_limit.hpp"
 #include "weft/detail/poller.hpp"
 
@@ -48,80 +49,94 @@ Epoll& epoll_state() {
   return *e;
 }
 
+}  // namespace
+
+int epoll_wait_dispatch(epoll_event* events, int max_events, std::int64_t timeout_ns,
+                        weft::detail::FiberList& ready) {
+  Epoll& e = epoll_state();
+  timespec ts{};
+  timespec* tsp = nullptr;
+  if (timeout_ns >= 0) {
+    ts.tv_sec = static_cast<time_t>(timeout_ns / 1000000000);
+    ts.tv_nsec = static_cast<long>(timeout_ns % 1000000000);
+    tsp = &ts;
+  }
+  const int n = epoll_pwait2(e.epfd, events, max_events, tsp, nullptr);
+  if (n < 0) {
+    if (errno == EINTR) return 0;
+    fatal("epoll_pwait2");
+  }
+  for (int i = 0; i < n; ++i) {
+    const epoll_event& ev = events[i];
+    if (ev.data.u64 == kWakeToken) {
+      std::uint64_t drain;
+      while (read(e.wake_fd, &drain, sizeof drain) > 0) {
+      }
+      continue;
+    }
+    PollDesc* pd = poll_from_token(ev.data.u64);
+    if (!pd) continue;  // stale: the fd was closed since
+    // Urgent data, end of stream or an error: a short read no longer proves the socket has
+    // nothing more to read ("Short reads", poll_desc.hpp). Set before the wake publishes it.
+    if (ev.events & (EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+      pd->short_read_unreliable.store(true, std::memory_order_release);
+    }
+    if (ev.events & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+      poll_ready(pd, Mode::kRead, ready);
+    }
+    if (ev.events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) poll_ready(pd, Mode::kWrite, ready);
+  }
+  return n;
+}
+
+void epoll_wakeup() noexcept {
+  const std::uint64_t one = 1;
+  ssize_t r;
+  do {
+    r = write(epoll_state().wake_fd, &one, sizeof one);
+  } while (r < 0 && errno == EINTR);
+}
+
+namespace {
+
 class EpollPoller final : public weft::detail::Poller {
  public:
   void poll(std::int64_t timeout_ns, weft::detail::FiberList& ready) override {
-    Epoll& e = epoll_state();
-    timespec ts{};
-    timespec* tsp = nullptr;
-    if (timeout_ns >= 0) {
-      ts.tv_sec = static_cast<time_t>(timeout_ns / 1000000000);
-      ts.tv_nsec = static_cast<long>(timeout_ns % 1000000000);
-      tsp = &ts;
-    }
-    const int n = epoll_pwait2(e.epfd, events_, kMaxEvents, tsp, nullptr);
-    if (n < 0) {
-      if (errno == EINTR) return;
-      fatal("epoll_pwait2");
-    }
-    for (int i = 0; i < n; ++i) {
-      const epoll_event& ev = events_[i];
-      if (ev.data.u64 == kWakeToken) {
-        std::uint64_t drain;
-        while (read(e.wake_fd, &drain, sizeof drain) > 0) {
-        }
-        continue;
-      }
-      PollDesc* pd = poll_from_token(ev.data.u64);
-      if (!pd) continue;  // stale: the fd was closed since
-      // Urgent data, end of stream or an error: a short read no longer proves the socket has
-      // nothing more to read ("Short reads", poll_desc.hpp). Set before the wake publishes it.
-      if (ev.events & (EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        pd->short_read_unreliable.store(true, std::memory_order_release);
-      }
-      if (ev.events & (EPOLLIN | EPOLLPRI | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        poll_ready(pd, Mode::kRead, ready);
-      }
-      if (ev.events & (EPOLLOUT | EPOLLHUP | EPOLLERR)) poll_ready(pd, Mode::kWrite, ready);
-    }
+    epoll_wait_dispatch(events_, kMaxEvents, timeout_ns, ready);
   }
-
-  void wakeup() noexcept override {
-    const std::uint64_t one = 1;
-    ssize_t r;
-    do {
-      r = write(epoll_state().wake_fd, &one, sizeof one);
-    } while (r < 0 && errno == EINTR);
-  }
-
+  void wakeup() noexcept override { epoll_wakeup(); }
   std::size_t waiters() const noexcept override { return poll_waiters(); }
+  const char* name() const noexcept override { return "epoll"; }
 
  private:
   static constexpr int kMaxEvents = 256;
   epoll_event events_[kMaxEvents];  // only the one polling worker touches it
 };
 
-void prepare_process() {
+}  // namespace
+
+void netpoll_prepare_process() {
   weft::detail::raise_fd_soft_limit();
   struct sigaction sa {};
   if (sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL) {
     signal(SIGPIPE, SIG_IGN);
   }
+  epoll_state();
 }
 
 std::unique_ptr<weft::detail::Poller> make_epoll_poller() {
-  prepare_process();
-  epoll_state();
   return std::make_unique<EpollPoller>();
 }
 
+int epoll_instance() { return epoll_state().epfd; }
+
+namespace {
+// Here rather than in uring_poller.cpp: poll_desc.cpp references this file (epoll_instance), so
+// a static library always links it, and with it the backend choice.
 [[maybe_unused]] const bool g_installed = [] {
-  weft::detail::set_poller_factory(&make_epoll_poller);
+  weft::detail::set_poller_factory(&make_netpoller);
   return true;
 }();
-
 }  // namespace
-
-int epoll_instance() { return epoll_state().epfd; }
 
 }  // namespace weft::net::detail

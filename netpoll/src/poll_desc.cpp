@@ -72,7 +72,11 @@ void unblock(PollDesc::Side& s) noexcept {
     if (old == PollDesc::kReady || old == PollDesc::kEmpty) return;
     if (s.slot.compare_exchange_weak(old, PollDesc::kEmpty, std::memory_order_acq_rel)) break;
   }
-  if (old == PollDesc::kWait) return;
+  if (old == PollDesc::kWait || old == PollDesc::kOpWait) return;
+  if (PollDesc::is_op(old)) {  // a fiber parked on a queued recv: it cancels it
+    Waker::from_bits(old & ~PollDesc::kOpTag).wake();
+    return;
+  }
   if (PollDesc::is_hook(old)) {
     weft::detail::select_hook_fire(PollDesc::hook_of(old));
     return;
@@ -87,7 +91,7 @@ void fire_deadline(TimerEntry* t) {
   unblock(*s);
 }
 
-WaitResult check(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq,
+WaitResult check_side(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq,
                  const weft::detail::WaitBounds& bounds) noexcept {
   if (pd->closing.load(std::memory_order_acquire) ||
       pd->seq.load(std::memory_order_acquire) != seq) {
@@ -116,7 +120,7 @@ struct WaitCommit {
 
 }  // namespace
 
-PollDesc* poll_open(int fd, bool owns_fd) {
+PollDesc* poll_open(int fd, bool owns_fd, bool queued_reads) {
   PollDesc* pd = alloc_desc();
   if (!pd) {
     errno = EMFILE;
@@ -129,12 +133,14 @@ PollDesc* poll_open(int fd, bool owns_fd) {
   pd->short_read_drains = false;
   pd->short_read_unreliable.store(false, std::memory_order_relaxed);
   pd->rd_drained.store(false, std::memory_order_relaxed);
+  pd->read_interest.store(!queued_reads, std::memory_order_relaxed);
   for (PollDesc::Side* s : {&pd->rd, &pd->wr}) {
     s->slot.store(PollDesc::kEmpty, std::memory_order_relaxed);
     s->deadline.store(0, std::memory_order_relaxed);
+    s->op_done.store(false, std::memory_order_relaxed);
   }
   epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
+  ev.events = queued_reads ? EPOLLOUT | EPOLLET : EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
   ev.data.u64 = poll_token(pd);
   if (epoll_ctl(epoll_instance(), EPOLL_CTL_ADD, fd, &ev) != 0) {
     const int err = errno;
@@ -144,6 +150,17 @@ PollDesc* poll_open(int fd, bool owns_fd) {
     return nullptr;
   }
   return pd;
+}
+
+void poll_want_reads(PollDesc* pd) noexcept {
+  if (pd->read_interest.load(std::memory_order_acquire)) return;
+  if (pd->read_interest.exchange(true, std::memory_order_acq_rel)) return;
+  // A concurrent second caller may look at the slot before this MOD lands; the edge the MOD
+  // queues for data already there (epoll re-checks readiness on MOD) reaches it anyway.
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
+  ev.data.u64 = poll_token(pd);
+  epoll_ctl(epoll_instance(), EPOLL_CTL_MOD, pd->fd, &ev);
 }
 
 namespace {
@@ -203,6 +220,7 @@ WaitResult poll_wait(PollDesc* pd, Mode mode, const weft::CancelToken& bound) {
   PollDesc::Side& s = pd->side(mode);
   const std::uint32_t seq = pd->seq.load(std::memory_order_acquire);
   const int fd = pd->fd;
+  if (mode == Mode::kRead) poll_want_reads(pd);
   // Armed for the whole call. A bound firing before kWait is published changes nothing in the
   // slot, and the check after publishing sees it; after, unblock() wakes the parked waiter.
   weft::detail::WaitBounds bounds(
@@ -213,7 +231,7 @@ WaitResult poll_wait(PollDesc* pd, Mode mode, const weft::CancelToken& bound) {
   } disarm{bounds};
   if (!bounds.arm()) return bound_result(bounds.fired());
   for (;;) {
-    if (WaitResult e = check(pd, s, seq, bounds); e != WaitResult::kReady) return e;
+    if (WaitResult e = check_side(pd, s, seq, bounds); e != WaitResult::kReady) return e;
     std::uintptr_t old = s.slot.load(std::memory_order_acquire);
     if (old == PollDesc::kReady) {
       if (s.slot.compare_exchange_strong(old, PollDesc::kEmpty, std::memory_order_acq_rel)) {
@@ -224,7 +242,7 @@ WaitResult poll_wait(PollDesc* pd, Mode mode, const weft::CancelToken& bound) {
     if (old != PollDesc::kEmpty) return WaitResult::kBusy;
     if (!s.slot.compare_exchange_strong(old, PollDesc::kWait, std::memory_order_acq_rel)) continue;
     // Close and deadline setters store first, then unblock: re-check after publishing kWait.
-    if (WaitResult e = check(pd, s, seq, bounds); e != WaitResult::kReady) {
+    if (WaitResult e = check_side(pd, s, seq, bounds); e != WaitResult::kReady) {
       std::uintptr_t expected = PollDesc::kWait;
       s.slot.compare_exchange_strong(expected, PollDesc::kEmpty, std::memory_order_acq_rel);
       return e;
@@ -270,7 +288,8 @@ void poll_ready(PollDesc* pd, Mode mode, weft::detail::FiberList& ready) noexcep
   PollDesc::Side& s = pd->side(mode);
   std::uintptr_t old = s.slot.load(std::memory_order_acquire);
   for (;;) {
-    if (old == PollDesc::kReady) return;
+    // A queued recv takes the data itself: its completion, not this edge, wakes its fiber.
+    if (old == PollDesc::kReady || PollDesc::is_op(old)) return;
     if (s.slot.compare_exchange_weak(old, PollDesc::kReady, std::memory_order_acq_rel)) break;
   }
   if (old == PollDesc::kEmpty || old == PollDesc::kWait) return;
@@ -287,15 +306,30 @@ std::uint64_t poll_token(const PollDesc* pd) noexcept {
   return (static_cast<std::uint64_t>(pd->index) << 32) | pd->seq.load(std::memory_order_acquire);
 }
 
-PollDesc* poll_from_token(std::uint64_t token) noexcept {
-  const auto index = static_cast<std::uint32_t>(token >> 32);
+PollDesc* poll_at(std::uint32_t index) noexcept {
+  if ((index >> kChunkBits) >= kMaxChunks) return nullptr;
   PollDesc* chunk = g_chunks[index >> kChunkBits].load(std::memory_order_acquire);
-  if (!chunk) return nullptr;
-  PollDesc* pd = &chunk[index & (kChunkSize - 1)];
+  return chunk ? &chunk[index & (kChunkSize - 1)] : nullptr;
+}
+
+PollDesc* poll_from_token(std::uint64_t token) noexcept {
+  PollDesc* pd = poll_at(static_cast<std::uint32_t>(token >> 32));
+  if (!pd) return nullptr;
   if (pd->seq.load(std::memory_order_acquire) != static_cast<std::uint32_t>(token)) return nullptr;
   return pd;
 }
 
 std::size_t poll_waiters() noexcept { return g_waiters.load(std::memory_order_relaxed); }
+
+void poll_waiters_add(std::ptrdiff_t n) noexcept {
+  g_waiters.fetch_add(static_cast<std::size_t>(n), std::memory_order_relaxed);
+}
+
+WaitResult poll_check(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq,
+                      const weft::detail::WaitBounds& bounds) noexcept {
+  return check_side(pd, s, seq, bounds);
+}
+
+void poll_unblock(PollDesc::Side& s) noexcept { unblock(s); }
 
 }  // namespace weft::net::detail

@@ -41,6 +41,20 @@
 // Bounds. A wait also ends when its call's CancelToken (the socket's context) or the fiber's stop
 // request fires: a WaitBounds armed for the wait unblocks the side, and the re-check sees it.
 //
+// Queued reads (the io_uring backend, poll_op.cpp). A stream read that would wait submits a recv
+// into the caller's buffer instead and parks on the read side with two more slot states:
+//   kOpWait  a recv is in flight and its fiber is between "submitted" and "parked";
+//   op       the parked fiber's Waker bits | kOpTag (fibers only: their bits end in 00).
+// The recv's completion stores op_res, sets op_done, and empties the slot (waking the fiber).
+// An edge leaves these states alone (the recv consumes the data); an unblock (close, deadline,
+// bound) empties the slot and wakes the fiber, which then cancels the recv and waits for its
+// completion before it returns, because the kernel writes into the caller's buffer until then.
+// op_gen tells a completion for this side's current recv from a stale one (a recv withdrawn at
+// shutdown with a synchronous cancel). Streams of the io_uring backend register with epoll
+// without EPOLLIN (`read_interest` false), so data arriving for a queued recv costs no epoll
+// event; a readiness wait for reading (select's case_readable, wait_readable, TLS) turns it on
+// for good first (poll_want_reads).
+//
 // Deadlines (Go semantics: absolute times that stay until changed) live here too, each with a
 // runtime TimerEntry in the descriptor; deadline_mu serialises setters; the timer callback only
 // marks the deadline expired and unblocks.
@@ -54,6 +68,7 @@
 #include "weft/detail/chan_core.hpp"
 #include "weft/detail/park.hpp"
 #include "weft/detail/poller.hpp"
+#include "weft/detail/wait_bounds.hpp"
 
 namespace weft::net::detail {
 
@@ -75,6 +90,9 @@ struct PollDesc {
   static constexpr std::uintptr_t kEmpty = 0;
   static constexpr std::uintptr_t kReady = 1;
   static constexpr std::uintptr_t kWait = 2;
+  static constexpr std::uintptr_t kOpWait = 3;
+  static constexpr std::uintptr_t kOpTag = 3;
+  static bool is_op(std::uintptr_t v) noexcept { return v == kOpWait || (v & 3) == kOpTag; }
   static constexpr std::int64_t kExpired = -1;
   // A SelectHook's address | kHookTag. Waker bits end in 0 (a fiber) or 1 (a plain thread) in
   // bit 0 with bit 1 clear, and objects are 8-aligned, so the tag is unambiguous.
@@ -92,6 +110,11 @@ struct PollDesc {
     std::atomic<std::int64_t> deadline{0};  // 0: none; kExpired: passed; else steady ns
     TimerEntry timer;                       // armed while deadline > 0
     PollDesc* owner = nullptr;
+    // The queued recv of this side (see "Queued reads"); written by its fiber before it submits,
+    // op_res/op_done by the completion.
+    std::atomic<std::uint32_t> op_gen{0};
+    std::atomic<bool> op_done{false};
+    std::int32_t op_res = 0;  // published by op_done
   };
 
   int fd = -1;
@@ -103,6 +126,7 @@ struct PollDesc {
   bool short_read_drains = false;      // a TCP stream (set by its creator before any read)
   std::atomic<bool> short_read_unreliable{false};  // urgent data, end of stream or error seen
   std::atomic<bool> rd_drained{false};  // the last read was short: the queue was empty then
+  std::atomic<bool> read_interest{true};  // registered with EPOLLIN (see "Queued reads")
   Side rd, wr;
   std::mutex deadline_mu;         // serialises deadline setters (never held by a timer)
   PollDesc* next_free = nullptr;  // table lock
@@ -112,7 +136,11 @@ struct PollDesc {
 
 // Registers fd (already non-blocking) with epoll, edge-triggered for both directions; the caller
 // holds the owner reference. Returns null with errno set on failure (the fd is left open).
-PollDesc* poll_open(int fd, bool owns_fd = true);
+// `queued_reads`: a stream whose reads the io_uring backend queues; it registers without EPOLLIN.
+PollDesc* poll_open(int fd, bool owns_fd = true, bool queued_reads = false);
+// Readiness waits for reading need EPOLLIN: turns it on (once, for good) for a queued-reads
+// stream. Called by every read-side readiness wait before it looks at the slot.
+void poll_want_reads(PollDesc* pd) noexcept;
 // Wakes every waiter with "closed", disarms the deadlines and drops the owner reference; the fd
 // is closed (if owned) and the descriptor recycled when the last call in flight has left.
 void poll_close(PollDesc* pd);
@@ -136,7 +164,16 @@ void poll_ready(PollDesc* pd, Mode mode, weft::detail::FiberList& ready) noexcep
 std::uint64_t poll_token(const PollDesc* pd) noexcept;
 PollDesc* poll_from_token(std::uint64_t token) noexcept;
 
-// Fibers parked in poll_wait() right now (the poller's waiters()).
+// Fibers parked in poll_wait() or on a queued operation right now (the poller's waiters()).
 std::size_t poll_waiters() noexcept;
+void poll_waiters_add(std::ptrdiff_t n) noexcept;
+// The shared pieces of every wait on a side (poll_wait, the queued recv of poll_op.cpp):
+// close/recycle, a fired bound, or the side's deadline, else kReady.
+WaitResult poll_check(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq,
+                      const weft::detail::WaitBounds& bounds) noexcept;
+// A deadline, close or fired bound: empties the slot, waking (or firing) what waits there.
+void poll_unblock(PollDesc::Side& s) noexcept;
+// The descriptor at a table index (whatever its seq), or null past the table.
+PollDesc* poll_at(std::uint32_t index) noexcept;
 
 }  // namespace weft::net::detail

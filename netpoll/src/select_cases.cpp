@@ -49,6 +49,7 @@ bool arm(void* obj, SelectHook* hook) {
     poll_io_end(s->pd);
     return false;
   }
+  if (&side_of(s) == &s->pd->rd) poll_want_reads(s->pd);
   std::atomic<std::uintptr_t>& slot = side_of(s).slot;
   const std::uintptr_t mine = PollDesc::hook_bits(hook);
   std::uintptr_t old = slot.load(std::memory_order_acquire);

@@ -18,6 +18,8 @@
 #include "address.hpp"
 #include "io_errors.hpp"
 #include "poll_desc.hpp"
+#include "poll_op.hpp"
+#include "uring_poller.hpp"
 
 namespace weft::net {
 using namespace weft::net::detail;  // the descriptor operations of poll_desc.hpp
@@ -127,8 +129,26 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
     pd->rd_drained.store(false, std::memory_order_relaxed);
     wait_first = true;
   }
+  // The io_uring backend: a read that would wait is a recv queued into buf (poll_op.hpp). After a
+  // short read (the queue was empty) the kernel arms its poll before trying: no read() at all.
+  UringRing* const ring = n > 0 && !pd->read_interest.load(std::memory_order_relaxed)
+                              ? uring_ring()
+                              : nullptr;
   for (;;) {
     if (pd->closing.load(std::memory_order_acquire)) return closed_error("read", fd);
+    if (ring && wait_first) {
+      const QueuedRecv q = poll_queued_recv(*ring, pd, buf, n, /*poll_first=*/true, bound);
+      if (q.wait != WaitResult::kReady) return wait_error(q.wait, "read", fd);
+      if (q.res < 0) {
+        if (q.res == -EINTR || q.res == -EAGAIN) continue;
+        return errno_error(-q.res, "read", fd);
+      }
+      if (q.res > 0 && static_cast<std::size_t>(q.res) < n && pd->short_read_drains) {
+        pd->rd_drained.store(true, std::memory_order_relaxed);
+      }
+      weft::detail::coop_tick();
+      return static_cast<std::size_t>(q.res);
+    }
     if (wait_first) {
       wait_first = false;
       if (WaitResult w = poll_wait(pd, Mode::kRead, bound); w != WaitResult::kReady) {
@@ -147,6 +167,10 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN) return errno_error(err, "read", fd);
+    if (ring) {
+      wait_first = true;  // the queue is empty: queue the recv, poll first
+      continue;
+    }
     if (WaitResult w = poll_wait(pd, Mode::kRead, bound); w != WaitResult::kReady) {
       return wait_error(w, "read", fd);
     }

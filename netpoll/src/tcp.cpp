@@ -21,6 +21,7 @@
 #include "address.hpp"
 #include "io_errors.hpp"
 #include "poll_desc.hpp"
+#include "uring_poller.hpp"
 
 namespace weft::net {
 namespace {
@@ -32,9 +33,10 @@ using detail::WaitResult;
 
 std::atomic<bool> g_reported_fd_exhaustion{false};
 
-// Wraps a fresh non-blocking fd: registers it with the netpoller or closes it.
-absl::StatusOr<PollDesc*> register_fd(int fd, const char* what) {
-  PollDesc* pd = detail::poll_open(fd);
+// Wraps a fresh non-blocking fd: registers it with the netpoller or closes it. A stream's reads
+// are queued on the ring under the io_uring backend ("Queued reads", poll_desc.hpp).
+absl::StatusOr<PollDesc*> register_fd(int fd, const char* what, bool stream = false) {
+  PollDesc* pd = detail::poll_open(fd, /*owns_fd=*/true, stream && detail::uring_ring() != nullptr);
   if (!pd) {
     const int err = errno;
     ::close(fd);
@@ -77,7 +79,7 @@ absl::StatusOr<std::pair<int, PollDesc*>> accept_one(int lfd, PollDesc* lpd, boo
     const int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
       if (tcp) set_nodelay(fd);
-      absl::StatusOr<PollDesc*> pd = register_fd(fd, "accept");
+      absl::StatusOr<PollDesc*> pd = register_fd(fd, "accept", /*stream=*/true);
       if (!pd.ok()) return pd.status();
       (*pd)->short_read_drains = tcp;
       return std::pair{fd, *pd};
@@ -298,7 +300,7 @@ absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, const DialOptions& opt
       ::close(fd);
       return detail::errno_error(err, "dial_tcp: setsockopt(keep-alive)", fd, text);
     }
-    absl::StatusOr<PollDesc*> pd = register_fd(fd, "dial_tcp");
+    absl::StatusOr<PollDesc*> pd = register_fd(fd, "dial_tcp", /*stream=*/true);
     if (!pd.ok()) return pd.status();
     (*pd)->short_read_drains = true;
     TcpStream s(fd, *pd);  // closes the fd if we give up on this address
@@ -347,7 +349,7 @@ absl::StatusOr<UnixStream> dial_unix(std::string_view path) {
   if (!a.ok()) return a.status();
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return detail::errno_error(errno, "dial_unix: socket", -1, path);
-  absl::StatusOr<PollDesc*> pd = register_fd(fd, "dial_unix");
+  absl::StatusOr<PollDesc*> pd = register_fd(fd, "dial_unix", /*stream=*/true);
   if (!pd.ok()) return pd.status();
   UnixStream s(fd, *pd);
   // A full Unix backlog makes a non-blocking connect fail with EAGAIN (it has no "in progress"

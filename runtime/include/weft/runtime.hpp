@@ -36,6 +36,14 @@
 
 namespace weft {
 
+// Which readiness/completion engine carries weft::net's waits (Options::netpoll).
+enum class NetPoll : std::uint8_t {
+  kAuto,     // io_uring where the kernel allows it, else epoll (one line on stderr says why)
+  kEpoll,    // edge-triggered epoll: every call tries its syscall and parks on readiness
+  kIoUring,  // io_uring: a stream read that would wait becomes a queued recv; run() throws
+             // std::runtime_error saying why if io_uring cannot be set up here
+};
+
 struct Options {
   // Kernel threads that run fibers (Go's GOMAXPROCS). 0: $WEFT_WORKERS, else
   // std::thread::hardware_concurrency().
@@ -74,6 +82,9 @@ struct Options {
   // overrides the default. 0 disables. Off while stack profiling runs; where userfaultfd is
   // unavailable (seccomp, no access to /dev/userfaultfd) one line on stderr says so.
   std::chrono::milliseconds hibernate_after{1000};
+  // The netpoller backend for programs that use weft::net. $WEFT_NETPOLL (epoll, io_uring or
+  // auto) overrides the default kAuto; stats().netpoll names the one running.
+  NetPoll netpoll = NetPoll::kAuto;
 };
 
 // How to start one fiber: weft::go(FiberOptions{...}, f, args...) and
@@ -454,6 +465,8 @@ struct Stats {
   std::uint64_t hibernations = 0;
   std::uint64_t hibernation_restores = 0;
   std::uint64_t hibernation_fault_restores = 0;  // of the restores, those a touch caused
+  // The netpoller running: "epoll", "io_uring", or "none" (a program without weft::net).
+  const char* netpoll = "none";
 };
 Stats stats();
 

@@ -25,6 +25,7 @@ class CondvarPoller final : public Poller {
     cv_.notify_one();
   }
   std::size_t waiters() const noexcept override { return 0; }
+  const char* name() const noexcept override { return "none"; }
 
  private:
   std::mutex mu_;

@@ -13,6 +13,7 @@ namespace weft::detail {
 void Runtime::run_timers_and_poll(Worker& w) noexcept {
   const std::int64_t now = now_ns();
   if (timers_->earliest() <= now) run_due_timers(w);
+  poller_->flush();  // operations this worker's fibers queued reach the kernel while it stays busy
   // While every worker is busy nobody sits in the poller, so I/O readiness would wait for the
   // next idle moment; a busy worker collects it when nobody has polled for a while (Go's sysmon
   // netpoll). Only with fibers parked on the poller, and never concurrently with the poller seat.
@@ -222,6 +223,9 @@ Fiber* Runtime::find_runnable(Worker& w) {
       // anyone, so the work it made is ours to find.
       if (!queues_empty()) continue;
     }
+    // Operations queued by the fibers this worker ran go to the kernel before it blocks or
+    // sleeps: a completion they wait for must not wait for the next poll.
+    poller_->flush();
     poll_or_sleep(w);
   }
   if (w.spinning) {

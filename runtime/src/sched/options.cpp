@@ -50,6 +50,17 @@ std::chrono::milliseconds env_millis(const char* name, std::chrono::milliseconds
   return std::chrono::milliseconds(static_cast<std::int64_t>(n));
 }
 
+NetPoll env_netpoll(const char* name, NetPoll fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  const std::string_view t(v);
+  if (t == "auto") return NetPoll::kAuto;
+  if (t == "epoll") return NetPoll::kEpoll;
+  if (t == "io_uring" || t == "iouring" || t == "uring") return NetPoll::kIoUring;
+  throw std::invalid_argument(std::string("weft: $") + name + "=\"" + v +
+                              "\" is not a netpoller backend (epoll, io_uring or auto)");
+}
+
 }  // namespace
 
 bool parse_stack_size(std::string_view text, std::size_t* out) noexcept {
@@ -88,6 +99,7 @@ Options resolve_options(const Options& in) {
 #endif
   if (o.hibernate_after == Options{}.hibernate_after)
     o.hibernate_after = env_millis("WEFT_HIBERNATE_AFTER", o.hibernate_after);
+  if (o.netpoll == NetPoll::kAuto) o.netpoll = env_netpoll("WEFT_NETPOLL", o.netpoll);
   if (o.stack_profile.empty()) {
     if (const char* path = std::getenv("WEFT_STACK_PROFILE")) o.stack_profile = path;
   }

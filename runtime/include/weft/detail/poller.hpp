@@ -35,10 +35,18 @@ class Poller {
   // Fibers parked on the poller right now. While this is non-zero, a future event may wake a
   // fiber, so deadlock detection stays quiet.
   virtual std::size_t waiters() const noexcept = 0;
+  // Hands operations queued since the last poll to the kernel (a completion-based poller
+  // batches them); the scheduler calls it before a worker goes idle and from busy workers'
+  // periodic poll check, so nothing queued waits for the next poll. Any worker, any time.
+  virtual void flush() noexcept {}
+  // The backend's name for Stats::netpoll ("epoll", "io_uring", "none").
+  virtual const char* name() const noexcept = 0;
 };
 
-// The poller run() installs for its runtime; null restores the default condvar poller.
-using PollerFactory = std::unique_ptr<Poller> (*)();
+// The poller run() installs for its runtime, given Options::netpoll (weft::NetPoll as a byte, so
+// this header needs no runtime.hpp); null restores the default condvar poller. The factory may
+// throw std::runtime_error (a backend asked for explicitly that cannot run here): run() fails.
+using PollerFactory = std::unique_ptr<Poller> (*)(std::uint8_t netpoll);
 void set_poller_factory(PollerFactory factory) noexcept;
 
 }  // namespace weft::detail
