@@ -50,10 +50,11 @@ std::atomic<UringPoller*> g_active{nullptr};
 class UringPoller final : public weft::detail::Poller, public UringRing {
  public:
   // Sets up the ring, or returns the errno that stopped it (and a note saying what is missing).
-  static std::unique_ptr<UringPoller> create(int* err, const char** missing) {
+  static std::unique_ptr<UringPoller> create(bool coop, int* err, const char** missing) {
     auto p = std::unique_ptr<UringPoller>(new UringPoller());
     io_uring_params params{};
     params.flags = IORING_SETUP_CQSIZE | IORING_SETUP_SUBMIT_ALL;
+    if (coop) params.flags |= IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG;
     const unsigned entries = ring_entries();
     params.cq_entries = entries * 4;
     if (const int r = io_uring_queue_init_params(entries, &p->ring_, &params); r < 0) {
@@ -231,13 +232,17 @@ std::atomic<bool> g_reported_fallback{false};
 
 }  // namespace
 
-std::unique_ptr<weft::detail::Poller> make_netpoller(std::uint8_t choice) {
+std::unique_ptr<weft::detail::Poller> make_netpoller(std::uint8_t choice, unsigned workers) {
   netpoll_prepare_process();
   const auto want = static_cast<weft::NetPoll>(choice);
-  if (want == weft::NetPoll::kEpoll) return make_epoll_poller();
+  // auto: io_uring where it is the faster backend, which is one worker (see "Task work" in
+  // uring_poller.hpp); several workers measured slower than epoll, so they get epoll.
+  if (want == weft::NetPoll::kEpoll || (want == weft::NetPoll::kAuto && workers != 1)) {
+    return make_epoll_poller();
+  }
   int err = 0;
   const char* missing = nullptr;
-  std::unique_ptr<UringPoller> p = UringPoller::create(&err, &missing);
+  std::unique_ptr<UringPoller> p = UringPoller::create(/*coop=*/workers == 1, &err, &missing);
   if (p) {
     p->activate();
     return p;

@@ -20,9 +20,21 @@
 //     the CQ, in poll(); the ring is created with a CQ of 4x the SQ, and IORING_FEAT_NODROP
 //     keeps overflowing completions in the kernel until they fit, so none is ever lost.
 //
+// Task work. A socket recv completes as task work of the thread that submitted it. By default
+// the kernel notifies that thread at once (TWA_SIGNAL: an IPI when it is running), which on this
+// project's 2-core VM made echo 2.8x slower than epoll (32 us of server CPU per request against
+// 12). IORING_SETUP_COOP_TASKRUN drops the IPI and runs the work at the thread's next kernel
+// entry -- but a thread asleep in a futex never enters, so a completion it owns would wait for
+// it. That is safe only where the one thread that submits is also the one that polls: a runtime
+// of one worker (fibers run only on workers; the seat is always that worker's; a busy worker
+// enters the kernel at its sends, and its periodic poll enters when IORING_SQ_TASKRUN is set).
+// So: one worker -> COOP_TASKRUN (measured level with or faster than epoll); several -> the
+// default notification, correct everywhere but slower, which is why auto picks epoll for them.
+//
 // Selection (make_netpoller): epoll when asked; io_uring when asked (run() throws saying why if the
 // kernel will not set one up); auto tries io_uring and falls back to epoll with one line on
-// stderr naming the cause (seccomp, kernel.io_uring_disabled, an old kernel).
+// stderr naming the cause (seccomp, kernel.io_uring_disabled, an old kernel) -- for a runtime of
+// one worker; auto gives several workers epoll (Task work, above).
 #pragma once
 
 #include <cstddef>
@@ -61,7 +73,7 @@ class UringRing {
 
 // The poller factory (weft/detail/poller.hpp) for Options::netpoll: installed by epoll_poller.cpp's
 // static initialiser, which every net call links (through poll_desc.cpp's epoll_instance()).
-std::unique_ptr<weft::detail::Poller> make_netpoller(std::uint8_t choice);
+std::unique_ptr<weft::detail::Poller> make_netpoller(std::uint8_t choice, unsigned workers);
 
 // The ring of the running runtime's io_uring poller, or null (epoll, or no runtime).
 UringRing* uring_ring() noexcept;
