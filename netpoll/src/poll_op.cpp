@@ -5,7 +5,9 @@
 // kernel writes into the caller's buffer, which lives in the caller's frame. The completion
 // publishes op_res with op_done (seq_cst) before it reads the slot; the fiber publishes kOpWait
 // (seq_cst CAS) before it reads op_done: one of them sees the other, so a completion is never
-// missed between "check" and "park".
+// missed between "check" and "park". While a recv is in flight its fiber is never hibernated
+// (weft/detail/kernel_writes_stack.hpp): the kernel's copy would fault on the released stack
+// from inside the worker's next system call.
 #include "poll_op.hpp"
 
 #include <liburing.h>
@@ -13,6 +15,7 @@
 #include <cerrno>
 #include <weft/runtime.hpp>
 
+#include "weft/detail/kernel_writes_stack.hpp"
 #include "weft/detail/park.hpp"
 #include "weft/detail/wait_bounds.hpp"
 
@@ -89,6 +92,8 @@ QueuedRecv poll_queued_recv(UringRing& ring, PollDesc* pd, void* buf, std::size_
   const std::uint32_t gen = s.op_gen.load(std::memory_order_relaxed) + 1;
   s.op_gen.store(gen, std::memory_order_release);
   const std::uint64_t token = op_token(pd, Mode::kRead, gen);
+  // Until this returns the kernel may write into buf, in this frame: no hibernation meanwhile.
+  const weft::detail::KernelWritesStack kernel_writes;
   ring.queue([&](io_uring_sqe* sqe) {
     io_uring_prep_recv(sqe, fd, buf, n, 0);
     if (poll_first) sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;

@@ -201,10 +201,10 @@ class UringPoller final : public weft::detail::Poller, public UringRing {
 
   io_uring ring_{};
   bool initialised_ = false;
-  std::mutex sq_mu_;                   // guards the SQ (liburing's producer side)
-  std::atomic<unsigned> pending_{0};   // SQEs queued and not yet submitted
-  std::atomic<bool> blocked_{false};   // a poll() waits in the kernel
-  bool epoll_armed_ = false;           // poller seat only: the multishot poll on epoll is live
+  std::mutex sq_mu_;                     // guards the SQ (liburing's producer side)
+  std::atomic<unsigned> pending_{0};     // SQEs queued and not yet submitted
+  std::atomic<bool> blocked_{false};     // a poll() waits in the kernel
+  bool epoll_armed_ = false;             // poller seat only: the multishot poll on epoll is live
   epoll_event events_[kMaxEpollEvents];  // poller seat only
 };
 
@@ -232,12 +232,14 @@ std::atomic<bool> g_reported_fallback{false};
 
 }  // namespace
 
-std::unique_ptr<weft::detail::Poller> make_netpoller(std::uint8_t choice, unsigned workers) {
+std::unique_ptr<weft::detail::Poller> make_netpoller(std::uint8_t choice, unsigned workers,
+                                                     bool hibernation) {
   netpoll_prepare_process();
   const auto want = static_cast<weft::NetPoll>(choice);
-  // auto: io_uring where it is the faster backend, which is one worker (see "Task work" in
-  // uring_poller.hpp); several workers measured slower than epoll, so they get epoll.
-  if (want == weft::NetPoll::kEpoll || (want == weft::NetPoll::kAuto && workers != 1)) {
+  // auto: io_uring where it is the better backend, which is one worker (see "Task work" in
+  // uring_poller.hpp) that does not hibernate stacks (see "Selection"); epoll otherwise.
+  if (want == weft::NetPoll::kEpoll ||
+      (want == weft::NetPoll::kAuto && (workers != 1 || hibernation))) {
     return make_epoll_poller();
   }
   int err = 0;
@@ -249,9 +251,10 @@ std::unique_ptr<weft::detail::Poller> make_netpoller(std::uint8_t choice, unsign
   }
   const std::string why = setup_failure(err, missing);
   if (want == weft::NetPoll::kIoUring) {
-    throw std::runtime_error("weft: the io_uring netpoller was asked for ($WEFT_NETPOLL or "
-                             "Options::netpoll) but cannot run here: " +
-                             why + "; use epoll (WEFT_NETPOLL=epoll) or auto");
+    throw std::runtime_error(
+        "weft: the io_uring netpoller was asked for ($WEFT_NETPOLL or "
+        "Options::netpoll) but cannot run here: " +
+        why + "; use epoll (WEFT_NETPOLL=epoll) or auto");
   }
   if (!g_reported_fallback.exchange(true)) {
     std::fprintf(stderr, "weft: netpoll: io_uring unavailable, using epoll: %s\n", why.c_str());

@@ -34,7 +34,11 @@
 // Selection (make_netpoller): epoll when asked; io_uring when asked (run() throws saying why if the
 // kernel will not set one up); auto tries io_uring and falls back to epoll with one line on
 // stderr naming the cause (seccomp, kernel.io_uring_disabled, an old kernel) -- for a runtime of
-// one worker; auto gives several workers epoll (Task work, above).
+// one worker without stack hibernation. auto gives several workers epoll (Task work, above), and
+// a runtime that hibernates stacks too: a fiber parked on a queued recv is never hibernated
+// (the kernel may write its buffer at any moment; weft/detail/kernel_writes_stack.hpp), so
+// under io_uring an idle connection keeps its stack pages -- about 8 KB, against about 1 KB
+// hibernated under epoll.
 #pragma once
 
 #include <cstddef>
@@ -48,7 +52,7 @@ struct io_uring_sqe;
 namespace weft::net::detail {
 
 // user_data of a CQE: an operation on a descriptor side, or one of these.
-inline constexpr std::uint64_t kUringEpollToken = ~std::uint64_t{0};     // the nested epoll fd
+inline constexpr std::uint64_t kUringEpollToken = ~std::uint64_t{0};       // the nested epoll fd
 inline constexpr std::uint64_t kUringIgnoreToken = ~std::uint64_t{0} - 1;  // cancel requests
 
 class UringRing {
@@ -73,7 +77,8 @@ class UringRing {
 
 // The poller factory (weft/detail/poller.hpp) for Options::netpoll: installed by epoll_poller.cpp's
 // static initialiser, which every net call links (through poll_desc.cpp's epoll_instance()).
-std::unique_ptr<weft::detail::Poller> make_netpoller(std::uint8_t choice, unsigned workers);
+std::unique_ptr<weft::detail::Poller> make_netpoller(std::uint8_t choice, unsigned workers,
+                                                     bool hibernation);
 
 // The ring of the running runtime's io_uring poller, or null (epoll, or no runtime).
 UringRing* uring_ring() noexcept;

@@ -78,7 +78,9 @@ Runtime::Runtime(const Options& opts) : opts_(resolve_options(opts)) {
     profiler_ = std::make_unique<StackProfiler>(opts_.stack_profile, stacks_->stack_size());
   }
   PollerFactory factory = g_poller_factory.load();
-  poller_ = factory ? factory(static_cast<std::uint8_t>(opts_.netpoll), opts_.workers) : make_condvar_poller();
+  poller_ = factory ? factory(static_cast<std::uint8_t>(opts_.netpoll), opts_.workers,
+                              opts_.hibernate_after > std::chrono::milliseconds::zero())
+                    : make_condvar_poller();
   for (unsigned i = 0; i < opts_.workers; ++i) {
     auto w = std::make_unique<Worker>();
     w->rt = this;

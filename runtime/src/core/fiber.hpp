@@ -14,6 +14,7 @@
 //    (sched/fiber_lifecycle.cpp).
 //  - `locals`: the fiber itself only (sched/fiber_locals.cpp).
 //  - `hibernation`: the hibernator, under its lock; read by the worker switching the fiber in.
+//  - `kernel_writes_stack`: the fiber itself (KernelWritesStack); read by the hibernator.
 //  - `stop`: thread-safe (weft/detail/cancel_signal.hpp); only the fiber's own waits attach.
 //  - `refs`: 1 for the running fiber + 1 for a Task handle; the last release frees the memory.
 //  - wait_* fields, `parked_at_ns`: written by the fiber itself before it parks, read racily by
@@ -65,6 +66,10 @@ struct Fiber {
   // it before the jump. Written under the hibernator's lock only (services/hibernator.hpp).
   std::atomic<std::uint8_t> hibernation{0};
   std::atomic<std::uint32_t> refs{1};
+  // 1 while the kernel may write into this fiber's stack outside a system call (a recv queued on
+  // io_uring into a buffer in its frame): the hibernator leaves it alone. Written by the fiber
+  // itself (KernelWritesStack), read by the hibernator. In the padding before join_word.
+  std::atomic<std::uint8_t> kernel_writes_stack{0};
   std::atomic<std::uintptr_t> join_word{0};  // 0 running, 1 done, else a joiner's WaitNode*
   Fiber* reg_prev = nullptr;
   Fiber* reg_next = nullptr;

@@ -27,6 +27,7 @@
 #include "core/vm_maps.hpp"
 #include "sched/scheduler.hpp"
 #include "services/stack_image.hpp"
+#include "weft/detail/kernel_writes_stack.hpp"
 
 #ifndef USERFAULTFD_IOC_NEW
 #define USERFAULTFD_IOC_NEW _IO(0xAA, 0x00)
@@ -253,6 +254,8 @@ void Hibernator::scan(std::int64_t now) {
     // A blocking() job owns its caller's frame: it may pin a buffer there for I/O (O_DIRECT,
     // vmsplice), which a write-protect cannot stop and MADV_DONTNEED would orphan.
     if (f->wait_reason.load(std::memory_order_relaxed) == WaitReason::kBlocking) return;
+    // The kernel may write into its stack at any moment (weft/detail/kernel_writes_stack.hpp).
+    if (f->kernel_writes_stack.load(std::memory_order_relaxed) != 0) return;
     f->refs.fetch_add(1, std::memory_order_relaxed);  // registered, so not yet freed
     candidates_.push_back(f);
   });
@@ -359,7 +362,10 @@ void Hibernator::hibernate(Fiber* f) {
   // already shot down this mm's TLB entries on every CPU, a full barrier on each.
   // 2. Still parked where it was? A fiber woken meanwhile keeps its stack. (Parking again
   //    would write the stack, so a Parked fiber's context cannot change while it is frozen.)
+  //    A fiber that queued a kernel write into its stack before this park keeps it too: it set
+  //    the flag before parking, so the Parked state read here makes the flag visible.
   if (f->state.load(std::memory_order_acquire) != FiberState::kParked ||
+      f->kernel_writes_stack.load(std::memory_order_seq_cst) != 0 ||
       reinterpret_cast<std::uintptr_t>(f->ctx.load(std::memory_order_relaxed)) != ctx ||
       now_ns() - f->parked_at_ns.load(std::memory_order_relaxed) < after_ns_) {
     if (!unprotect_and_unregister(slot_lo, stack_lo, top)) {
@@ -525,6 +531,17 @@ void Hibernator::serve_faults() {
       ioctl(uffd_, UFFDIO_WAKE, &r);
     }
   }
+}
+
+KernelWritesStack::KernelWritesStack() noexcept : fiber_(current_fiber()) {
+  WEFT_ASSERT(!fiber_ || fiber_->kernel_writes_stack.load(std::memory_order_relaxed) == 0);
+  // Before the operation is queued, and so before the park that the hibernator's step 2 reads.
+  if (fiber_) fiber_->kernel_writes_stack.store(1, std::memory_order_seq_cst);
+}
+
+KernelWritesStack::~KernelWritesStack() {
+  // The operation has completed (or its cancellation has): the kernel is done with the stack.
+  if (fiber_) fiber_->kernel_writes_stack.store(0, std::memory_order_release);
 }
 
 }  // namespace weft::detail

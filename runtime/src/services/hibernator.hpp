@@ -33,7 +33,13 @@
 // (atomic per page against the faulting threads), unregister (wakes them), flag 0.
 //
 // Blocking jobs' callers are never hibernated: the job owns the frame and may pin a buffer there
-// for I/O (O_DIRECT, vmsplice), which a write-protect cannot stop.
+// for I/O (O_DIRECT, vmsplice), which a write-protect cannot stop. Nor are fibers whose stack the
+// kernel may write outside a system call (weft/detail/kernel_writes_stack.hpp: an io_uring recv
+// into a buffer in the frame). That write runs as task work at the exit of whatever system
+// call the worker makes next -- perhaps a restore's UFFDIO_COPY under mu_, or an mmap under the
+// allocator's lock -- and its fault on a hibernated stack would wait for a hibernator that waits
+// for that lock: a deadlock seen under TSan (the worker spinning in handle_userfault, the
+// hibernator in a futex).
 //
 // Locks: mu_ guards the records and the counters' writers; it is taken by the hibernator and by
 // workers restoring. Nothing that holds mu_ touches a hibernated stack or waits for a fiber. The

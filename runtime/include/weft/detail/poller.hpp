@@ -44,10 +44,11 @@ class Poller {
 };
 
 // The poller run() installs for its runtime, given Options::netpoll (weft::NetPoll as a byte, so
-// this header needs no runtime.hpp) and the worker count; null restores the default condvar
-// poller. The factory may throw std::runtime_error (a backend asked for explicitly that cannot
-// run here): run() fails.
-using PollerFactory = std::unique_ptr<Poller> (*)(std::uint8_t netpoll, unsigned workers);
+// this header needs no runtime.hpp), the worker count and whether stack hibernation is asked for
+// (Options::hibernate_after > 0); null restores the default condvar poller. The factory may throw
+// std::runtime_error (a backend asked for explicitly that cannot run here): run() fails.
+using PollerFactory = std::unique_ptr<Poller> (*)(std::uint8_t netpoll, unsigned workers,
+                                                  bool hibernation);
 void set_poller_factory(PollerFactory factory) noexcept;
 
 }  // namespace weft::detail
