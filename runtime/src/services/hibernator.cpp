@@ -534,7 +534,8 @@ void Hibernator::serve_faults() {
 }
 
 KernelWritesStack::KernelWritesStack() noexcept : fiber_(current_fiber()) {
-  WEFT_ASSERT(!fiber_ || fiber_->kernel_writes_stack.load(std::memory_order_relaxed) == 0);
+  WEFT_ASSERT(!fiber_ || fiber_->kernel_writes_stack.load(std::memory_order_relaxed) == 0,
+              "KernelWritesStack nested in one fiber");
   // Before the operation is queued, and so before the park that the hibernator's step 2 reads.
   if (fiber_) fiber_->kernel_writes_stack.store(1, std::memory_order_seq_cst);
 }
