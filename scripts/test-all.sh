@@ -36,14 +36,19 @@ run_variant() {
 line_tables=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
              -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
              -DCMAKE_CXX_FLAGS_DEBUG="-g1" -DCMAKE_C_FLAGS_DEBUG="-g1")
+# ASan+UBSan at -O1 (what ASan's authors recommend): its -O2 build was the slowest of the CI's
+# (800 s of its 914 s on 2 cores), and -O1 keeps the checks while compiling faster.
+asan_flags=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
+            -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG")
 start=$SECONDS
 for v in "${variants[@]}"; do
   t0=$SECONDS
   case $v in
     release) run_variant release -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=ON \
                -DWEFT_BUILD_TOOLS=ON -DWEFT_BUILD_EXAMPLES=ON || failed+=(release) ;;
-    debug) run_variant debug -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" || failed+=(debug) ;;
-    asan) run_variant asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}" \
+    debug) run_variant debug -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" \
+             -DWEFT_BUILD_TOOLS=OFF || failed+=(debug) ;;
+    asan) run_variant asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${asan_flags[@]}" \
             -DWEFT_SANITIZE=address -DWEFT_BUILD_TOOLS=OFF || failed+=(asan) ;;
     tsan) run_variant tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}" \
             -DWEFT_SANITIZE=thread -DWEFT_BUILD_TOOLS=OFF || failed+=(tsan) ;;
