@@ -7,16 +7,12 @@
 //    request that never completes in time, against a 2 s header / line / command timeout. Each
 //    must be closed by the server (end of stream or a reset), never sooner than the timeout
 //    after it began to connect (what the code guarantees: its bound starts later), and one that
-//    ended cleanly was told why first (408, "-ERR command not complete ..."), as far as the
-//    server can know it began a request: resp_server's clock starts at a command's first byte,
-//    so it always can; http_server's starts when it accepts, and under sanitizers and CPU hogs
-//    the client's first byte has come (or been read) after it ran out, so a clean end having
-//    read nothing at all is allowed there (http_server_test checks a lone trickler's 408);
-//    chat_server queues its "! no end of line ..." to the client's writer, which a client too
-//    slow for its backlog may not get in time, so there it is counted, and a lone trickler
-//    checks it. Meanwhile normal clients keep being served: every request succeeds and
-//    completes within a generous bound (a loaded 2-core CI machine, sanitizers: no tight
-//    timing); p50/p99 are recorded as properties.
+//    ended cleanly was told why first (408, "-ERR command not complete ...") as far as each
+//    server can know it began a request (Told, below, says how far; http_server_test and
+//    ChatServerTellsATricklerAndTheRoomWhy check a lone trickler's farewell). Meanwhile normal
+//    clients keep being served: every request succeeds and completes within a generous bound
+//    (a loaded 2-core CI machine, sanitizers: no tight timing); p50/p99 are recorded as
+//    properties.
 //  - The connection cap: past it a client gets the server's refusal (503, "! the server is full",
 //    "-ERR max number of clients reached") and a close; once a client leaves, a new one is served.
 //  - The fd-limit DoS (item 4): each server as a child process with 300 fds (prlimit), and 400
