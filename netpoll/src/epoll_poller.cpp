@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +45,9 @@ struct Epoll {
   }
 };
 
+// Set once epoll_pwait2 reported ENOSYS; epoll_wait serves from then on.
+std::atomic<bool> no_pwait2{false};
+
 Epoll& epoll_state() {
   static Epoll* e = new Epoll();  // lives for the process: fds may outlive any runtime
   return *e;
@@ -61,10 +65,21 @@ int epoll_wait_dispatch(epoll_event* events, int max_events, std::int64_t timeou
     ts.tv_nsec = static_cast<long>(timeout_ns % 1000000000);
     tsp = &ts;
   }
-  const int n = epoll_pwait2(e.epfd, events, max_events, tsp, nullptr);
+  int n = -1;
+  if (!no_pwait2.load(std::memory_order_relaxed)) {
+    n = epoll_pwait2(e.epfd, events, max_events, tsp, nullptr);
+    if (n < 0 && errno == ENOSYS) no_pwait2.store(true, std::memory_order_relaxed);
+  }
+  if (no_pwait2.load(std::memory_order_relaxed)) {
+    // Kernels before 5.11, and valgrind, lack epoll_pwait2: epoll_wait's millisecond timeout,
+    // rounded up so that a timer is never polled for before it is due.
+    const std::int64_t ms = timeout_ns < 0 ? -1 : (timeout_ns + 999999) / 1000000;
+    n = epoll_wait(e.epfd, events, max_events,
+                   ms > INT32_MAX ? int{INT32_MAX} : static_cast<int>(ms));
+  }
   if (n < 0) {
     if (errno == EINTR) return 0;
-    fatal("epoll_pwait2");
+    fatal(no_pwait2.load(std::memory_order_relaxed) ? "epoll_wait" : "epoll_pwait2");
   }
   for (int i = 0; i < n; ++i) {
     const epoll_event& ev = events[i];

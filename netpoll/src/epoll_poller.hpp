@@ -24,8 +24,9 @@ namespace weft::net::detail {
 
 void netpoll_prepare_process();
 std::unique_ptr<weft::detail::Poller> make_epoll_poller();
-// One epoll_pwait2 (timeout_ns: -1 without limit, 0 only what is ready) whose events become
-// edges on their descriptors (fibers woken go on `ready`). Returns the number of events.
+// One epoll_pwait2 (epoll_wait where the kernel lacks it; timeout_ns: -1 without limit, 0 only
+// what is ready) whose events become edges on their descriptors (fibers woken go on `ready`).
+// Returns the number of events.
 int epoll_wait_dispatch(epoll_event* events, int max_events, std::int64_t timeout_ns,
                         weft::detail::FiberList& ready);
 // Interrupts a wait on the epoll instance (its eventfd).
