@@ -59,14 +59,17 @@ inline absl::Status wait_error(WaitResult r, std::string_view op, int fd) {
 }
 
 // A deadline already passed fails a call before its syscall, as Go does, so a loop with a
-// deadline stops even when data keeps arriving; so does a fired bound (the socket's context, the
-// fiber's stop request). Also catches a closed socket.
+// deadline stops even when data keeps arriving; so does a done context the socket is bound to, a
+// fired bound of the call, or the fiber's stop request. Also catches a closed socket.
 inline absl::Status precheck(PollDesc* pd, Mode mode, std::string_view op, int fd,
                              const weft::CancelToken& bound = {}) {
   if (!pd || fd < 0) return closed_error(op, fd);
   const std::int64_t d = pd->side(mode).deadline.load(std::memory_order_acquire);
   if (d == PollDesc::kExpired || (d > 0 && d <= weft::detail::now_ns())) {
     return wait_error(WaitResult::kDeadline, op, fd);
+  }
+  if (const int why = pd->ctx_why.load(std::memory_order_acquire)) {
+    return wait_error(bound_result(why), op, fd);  // the socket's context is done
   }
   if (weft::detail::CancelSignal* sig = bound.signal(); sig && sig->fired()) {
     return wait_error(bound_result(sig->why()), op, fd);

@@ -91,17 +91,25 @@ void fire_deadline(TimerEntry* t) {
   unblock(*s);
 }
 
-WaitResult check_side(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq,
-                 const weft::detail::WaitBounds& bounds) noexcept {
+// Close/recycle, the bound context, or the side's deadline, else kReady.
+WaitResult check_desc(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq) noexcept {
   if (pd->closing.load(std::memory_order_acquire) ||
       pd->seq.load(std::memory_order_acquire) != seq) {
     return WaitResult::kClosed;
   }
-  if (const int why = bounds.fired()) return bound_result(why);
-  const std::int64_t d = s.deadline.load(std::memory_order_acquire);
-  if (d == PollDesc::kExpired || (d > 0 && d <= weft::detail::now_ns())) {
+  if (const int why = pd->ctx_why.load(std::memory_order_acquire)) return bound_result(why);
+  // Only the flag: a deadline that is due but whose timer has not fired yet lets the waiter
+  // park, and the timer wakes it (the clock is read once per call, in precheck).
+  if (s.deadline.load(std::memory_order_acquire) == PollDesc::kExpired) {
     return WaitResult::kDeadline;
   }
+  return WaitResult::kReady;
+}
+
+WaitResult check_side(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq,
+                      const weft::detail::WaitBounds& bounds) noexcept {
+  if (WaitResult e = check_desc(pd, s, seq); e != WaitResult::kReady) return e;
+  if (const int why = bounds.fired()) return bound_result(why);
   return WaitResult::kReady;
 }
 
@@ -134,6 +142,8 @@ PollDesc* poll_open(int fd, bool owns_fd, bool queued_reads) {
   pd->short_read_unreliable.store(false, std::memory_order_relaxed);
   pd->rd_drained.store(false, std::memory_order_relaxed);
   pd->read_interest.store(!queued_reads, std::memory_order_relaxed);
+  WEFT_ASSERT(pd->ctx_sig == nullptr, "a descriptor recycled while bound to a context");
+  pd->ctx_why.store(0, std::memory_order_relaxed);
   for (PollDesc::Side* s : {&pd->rd, &pd->wr}) {
     s->slot.store(PollDesc::kEmpty, std::memory_order_relaxed);
     s->deadline.store(0, std::memory_order_relaxed);
@@ -201,6 +211,27 @@ void poll_close(PollDesc* pd) {
   poll_io_end(pd);  // the owner's reference
 }
 
+namespace {
+// The bound context is done: record why, then wake (or fire) whatever waits on either side.
+void on_context_done(weft::detail::CancelCallback* cb) noexcept {
+  auto* pd = reinterpret_cast<PollDesc*>(reinterpret_cast<char*>(cb) - offsetof(PollDesc, ctx_cb));
+  // ctx_sig is stable here: a rebinding waits in detach() until this callback has returned.
+  pd->ctx_why.store(pd->ctx_sig->why(), std::memory_order_release);
+  unblock(pd->rd);
+  unblock(pd->wr);
+}
+}  // namespace
+
+void poll_bind_context(PollDesc* pd, weft::detail::CancelSignal* sig) noexcept {
+  if (pd->ctx_sig == sig) return;
+  if (pd->ctx_sig) pd->ctx_sig->detach(&pd->ctx_cb);
+  pd->ctx_sig = sig;
+  pd->ctx_why.store(0, std::memory_order_release);
+  if (!sig) return;
+  pd->ctx_cb.fire = &on_context_done;
+  if (!sig->attach(&pd->ctx_cb)) pd->ctx_why.store(sig->why(), std::memory_order_release);
+}
+
 WaitResult bound_result(int why) noexcept {
   switch (why) {
     case weft::detail::CancelSignal::kCancelled:
@@ -221,6 +252,13 @@ WaitResult poll_wait(PollDesc* pd, Mode mode, const weft::CancelToken& bound) {
   const std::uint32_t seq = pd->seq.load(std::memory_order_acquire);
   const int fd = pd->fd;
   if (mode == Mode::kRead) poll_want_reads(pd);
+  // An edge recorded already: taken without arming the bounds, as there is nothing to wait for
+  // (the caller's syscall comes next; a bound that fired meanwhile fails its next wait).
+  if (std::uintptr_t old = s.slot.load(std::memory_order_acquire);
+      old == PollDesc::kReady && check_desc(pd, s, seq) == WaitResult::kReady &&
+      s.slot.compare_exchange_strong(old, PollDesc::kEmpty, std::memory_order_acq_rel)) {
+    return WaitResult::kReady;
+  }
   // Armed for the whole call. A bound firing before kWait is published changes nothing in the
   // slot, and the check after publishing sees it; after, unblock() wakes the parked waiter.
   weft::detail::WaitBounds bounds(

@@ -38,8 +38,17 @@
 // good before it wakes the reader; an edge that comes later is still to be harvested and wakes
 // the reader anyway.
 //
-// Bounds. A wait also ends when its call's CancelToken (the socket's context) or the fiber's stop
-// request fires: a WaitBounds armed for the wait unblocks the side, and the re-check sees it.
+// Bounds. A wait also ends when its call's CancelToken or the fiber's stop request fires: a
+// WaitBounds armed for the wait unblocks the side, and the re-check sees it.
+//
+// Contexts (Socket::set_context). A socket's context is bound to its descriptor once, not to
+// each wait: `ctx_cb` stays attached to the context's signal while the socket is bound, and when
+// the context is done it records why in `ctx_why` and unblocks both sides. Calls check `ctx_why`
+// (before the syscall, and in every wait's re-check) with one load: a call on a bound socket
+// copies no Context and attaches nothing, so the many connections of one server, all bound to
+// the server's one context, never meet on its signal's lock or its reference count.
+// poll_bind_context changes the binding (the owning Socket serialises it, and unbinds before the
+// descriptor is closed, so a recycled descriptor starts unbound).
 //
 // Queued reads (the io_uring backend, poll_op.cpp). A stream read that would wait submits a recv
 // into the caller's buffer instead and parks on the read side with two more slot states:
@@ -125,9 +134,14 @@ struct PollDesc {
   bool owns_fd = true;                 // false for wait_readable/wait_writable's foreign fds
   bool short_read_drains = false;      // a TCP stream (set by its creator before any read)
   std::atomic<bool> short_read_unreliable{false};  // urgent data, end of stream or error seen
-  std::atomic<bool> rd_drained{false};  // the last read was short: the queue was empty then
+  std::atomic<bool> rd_drained{false};    // the last read was short: the queue was empty then
   std::atomic<bool> read_interest{true};  // registered with EPOLLIN (see "Queued reads")
   Side rd, wr;
+  // The context binding (see "Contexts"): written by poll_bind_context, under the owning
+  // Socket's ctx_mu_; ctx_why also by ctx_cb's fire, and read by every call.
+  weft::detail::CancelCallback ctx_cb;
+  weft::detail::CancelSignal* ctx_sig = nullptr;  // the bound context's, or null
+  std::atomic<int> ctx_why{0};    // a CancelSignal::Why once the bound context is done; 0 before
   std::mutex deadline_mu;         // serialises deadline setters (never held by a timer)
   PollDesc* next_free = nullptr;  // table lock
 
@@ -148,10 +162,17 @@ void poll_close(PollDesc* pd);
 bool poll_io_begin(PollDesc* pd) noexcept;
 void poll_io_end(PollDesc* pd) noexcept;
 
+// Binds the descriptor to `sig` (a context's signal; null unbinds), replacing the binding it
+// had: detaches from the old signal (waiting for a callback running now), clears ctx_why, and
+// attaches -- recording why at once if `sig` has fired. Rebinding to the same signal keeps the
+// binding. The owning Socket's ctx_mu_ serialises calls; blocked calls are not woken by it.
+void poll_bind_context(PollDesc* pd, weft::detail::CancelSignal* sig) noexcept;
+
 // Parks the calling fiber (fibers only) until `mode` is ready, the descriptor is closed, the
-// side's deadline passes, or a bound fires: `bound` (a socket's context) or the fiber's stop
-// request. A bound that fires empties the slot as a deadline does (unblock), so the waiter
-// re-checks and sees it; no edge is consumed by it.
+// side's deadline passes, its bound context is done (see "Contexts"), or a bound fires:
+// `bound` (a call's own CancelToken: a handshake's timeout, a wait_readable token) or the
+// fiber's stop request. A bound that fires empties the slot as a deadline does (unblock), so the
+// waiter re-checks and sees it; no edge is consumed by it.
 WaitResult poll_wait(PollDesc* pd, Mode mode, const weft::CancelToken& bound = {});
 // What a fired bound (a CancelSignal::Why) means to a net call; kReady for none.
 WaitResult bound_result(int why) noexcept;
@@ -168,7 +189,7 @@ PollDesc* poll_from_token(std::uint64_t token) noexcept;
 std::size_t poll_waiters() noexcept;
 void poll_waiters_add(std::ptrdiff_t n) noexcept;
 // The shared pieces of every wait on a side (poll_wait, the queued recv of poll_op.cpp):
-// close/recycle, a fired bound, or the side's deadline, else kReady.
+// close/recycle, the bound context, a fired bound, or the side's deadline, else kReady.
 WaitResult poll_check(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq,
                       const weft::detail::WaitBounds& bounds) noexcept;
 // A deadline, close or fired bound: empties the slot, waking (or firing) what waits there.

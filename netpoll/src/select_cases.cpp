@@ -1,9 +1,10 @@
 // case_readable / case_writable (weft/net.hpp): a socket direction as a select source
 // (weft/detail/chan_core.hpp's SelectSource).
 //
-// ready_now: the descriptor is closing, or poll(2) with a zero timeout says so. Not a recorded
-// edge: one may be stale (a dialled socket is registered before connect() and reports a hang-up
-// edge on both sides), and data an earlier read left behind has no new edge anyway.
+// ready_now: the descriptor is closing or bound to a done context, or poll(2) with a zero
+// timeout says so. Not a recorded edge: one may be stale (a dialled socket is registered before
+// connect() and reports a hang-up edge on both sides), and data an earlier read left behind has
+// no new edge anyway.
 // arm: takes a descriptor reference (so a close cannot recycle it while the hook is there) and
 // publishes the hook in the side's slot by CAS from kEmpty -- or from kReady, after which it asks
 // poll(2): really ready puts the edge back and reports "ready" (unless an edge or an unblock took
@@ -39,6 +40,7 @@ bool fd_ready(const ReadySource* s) noexcept {
 bool ready_now(void* obj) {
   auto* s = static_cast<ReadySource*>(obj);
   if (!current(s) || s->pd->closing.load(std::memory_order_acquire)) return true;
+  if (s->pd->ctx_why.load(std::memory_order_acquire) != 0) return true;  // its context is done
   return fd_ready(s);
 }
 

@@ -3,6 +3,8 @@
 // and partial writes are retried; errno is copied right after the syscall, before anything can
 // park (a fiber may resume on another thread). Each completed call counts against the fiber's
 // cooperative budget (coop_tick in weft/detail/park.hpp), so an always-ready socket yields.
+// A socket's context is bound to its descriptor once (set_context -> poll_bind_context): calls
+// check the descriptor's flag and neither copy the Context nor attach to its signal.
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -17,6 +19,7 @@
 
 #include "address.hpp"
 #include "io_errors.hpp"
+#include "plain_syscalls.hpp"
 #include "poll_desc.hpp"
 #include "poll_op.hpp"
 #include "uring_poller.hpp"
@@ -39,29 +42,41 @@ std::int64_t to_deadline_ns(TimePoint t) {
 
 }  // namespace
 
-Socket::Socket(Socket&& o) noexcept : fd_(o.fd_.exchange(-1)), pd_(o.pd_.exchange(nullptr)) {
-  set_context(o.context());
-  o.set_context(Context());
-}
+// A move hands over the descriptor with its context binding (poll_desc.hpp, "Contexts"): the
+// binding lives in the descriptor, so only the Context that keeps its signal alive moves here.
+Socket::Socket(Socket&& o) noexcept { take(o); }
 
 Socket& Socket::operator=(Socket&& o) noexcept {
   if (this != &o) {
     close();
-    fd_.store(o.fd_.exchange(-1));
-    pd_.store(o.pd_.exchange(nullptr));
-    set_context(o.context());
-    o.set_context(Context());
+    take(o);
   }
   return *this;
 }
 
-void Socket::set_context(Context ctx) {
-  const bool cancellable = static_cast<CancelToken>(ctx).signal() != nullptr;
+void Socket::take(Socket& o) noexcept {
+  o.ctx_mu_.lock();
+  fd_.store(o.fd_.exchange(-1));
+  pd_.store(o.pd_.exchange(nullptr));
+  Context ctx = std::move(o.ctx_);
+  o.ctx_ = Context();
+  o.has_ctx_.store(false, std::memory_order_release);
+  o.ctx_mu_.unlock();
   ctx_mu_.lock();
   std::swap(ctx_, ctx);
-  has_ctx_.store(cancellable, std::memory_order_release);
+  has_ctx_.store(static_cast<CancelToken>(ctx_).signal() != nullptr, std::memory_order_release);
   ctx_mu_.unlock();
-  // The previous context is released here, outside the lock.
+  // This socket's previous context (background: it was closed) goes here, outside the lock.
+}
+
+void Socket::set_context(Context ctx) {
+  weft::detail::CancelSignal* const sig = static_cast<CancelToken>(ctx).signal();
+  ctx_mu_.lock();
+  if (PollDesc* pd = this->pd()) poll_bind_context(pd, sig);
+  std::swap(ctx_, ctx);
+  has_ctx_.store(sig != nullptr, std::memory_order_release);
+  ctx_mu_.unlock();
+  // The previous context is released here, outside the lock (its signal is no longer bound).
 }
 
 Context Socket::context() const {
@@ -73,8 +88,11 @@ Context Socket::context() const {
 }
 
 void Socket::close() noexcept {
+  ctx_mu_.lock();  // against a set_context binding the descriptor being closed
   PollDesc* pd = pd_.exchange(nullptr);
   const int fd = fd_.exchange(-1);
+  if (pd) poll_bind_context(pd, nullptr);  // a recycled descriptor starts unbound
+  ctx_mu_.unlock();
   if (pd) {
     poll_close(pd);  // closes the fd once no call is using it any more
   } else if (fd >= 0) {
@@ -119,9 +137,8 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
   PollDesc* const pd = this->pd();
   IoCall call(pd);
   if (!call.ok() || this->pd() != pd) return closed_error("read", fd);
-  const Context ctx = context();  // held for the call: the token points into it
-  const CancelToken bound = ctx;
-  if (absl::Status s = precheck(pd, Mode::kRead, "read", fd, bound); !s.ok()) return s;
+  // The socket's context is the descriptor's (poll_bind_context): no token of the call's own.
+  if (absl::Status s = precheck(pd, Mode::kRead, "read", fd); !s.ok()) return s;
   // After a short read, wait for the next edge before reading (see "Short reads" in
   // poll_desc.hpp): the read() it saves would only say EAGAIN.
   bool wait_first = false;
@@ -137,7 +154,7 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
   for (;;) {
     if (pd->closing.load(std::memory_order_acquire)) return closed_error("read", fd);
     if (ring && wait_first) {
-      const QueuedRecv q = poll_queued_recv(*ring, pd, buf, n, /*poll_first=*/true, bound);
+      const QueuedRecv q = poll_queued_recv(*ring, pd, buf, n, /*poll_first=*/true, {});
       if (q.wait != WaitResult::kReady) return wait_error(q.wait, "read", fd);
       if (q.res < 0) {
         if (q.res == -EINTR || q.res == -EAGAIN) continue;
@@ -151,11 +168,11 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
     }
     if (wait_first) {
       wait_first = false;
-      if (WaitResult w = poll_wait(pd, Mode::kRead, bound); w != WaitResult::kReady) {
+      if (WaitResult w = poll_wait(pd, Mode::kRead); w != WaitResult::kReady) {
         return wait_error(w, "read", fd);
       }
     }
-    const ssize_t r = ::read(fd, buf, n);
+    const ssize_t r = plain_read(fd, buf, n);
     if (r >= 0) {
       if (r > 0 && static_cast<std::size_t>(r) < n && pd->short_read_drains &&
           !pd->short_read_unreliable.load(std::memory_order_acquire)) {
@@ -171,7 +188,7 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
       wait_first = true;  // the queue is empty: queue the recv, poll first
       continue;
     }
-    if (WaitResult w = poll_wait(pd, Mode::kRead, bound); w != WaitResult::kReady) {
+    if (WaitResult w = poll_wait(pd, Mode::kRead); w != WaitResult::kReady) {
       return wait_error(w, "read", fd);
     }
   }
@@ -202,9 +219,7 @@ absl::Status Stream::write_loop(const char* what, absl::FunctionRef<ssize_t()> a
   PollDesc* const pd = this->pd();
   IoCall call(pd);
   if (!call.ok() || this->pd() != pd) return closed_error(what, fd);
-  const Context ctx = context();
-  const CancelToken bound = ctx;
-  if (absl::Status s = precheck(pd, Mode::kWrite, what, fd, bound); !s.ok()) return s;
+  if (absl::Status s = precheck(pd, Mode::kWrite, what, fd); !s.ok()) return s;
   while (!done()) {
     if (pd->closing.load(std::memory_order_acquire)) return closed_error(what, fd);
     if (attempt() >= 0) continue;
@@ -212,7 +227,7 @@ absl::Status Stream::write_loop(const char* what, absl::FunctionRef<ssize_t()> a
     if (err == EINTR) continue;
     if (err != EAGAIN) return errno_error(err, what, fd);
     if (pd->closing.load(std::memory_order_acquire)) return closed_error(what, fd);
-    if (WaitResult w = poll_wait(pd, Mode::kWrite, bound); w != WaitResult::kReady) {
+    if (WaitResult w = poll_wait(pd, Mode::kWrite); w != WaitResult::kReady) {
       return wait_error(w, what, fd);
     }
   }
@@ -227,7 +242,7 @@ absl::Status Stream::write_all(const void* data, std::size_t n) {
   return write_loop(
       "write",
       [&]() -> ssize_t {
-        const ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
+        const ssize_t r = plain_send(fd, p, n, MSG_NOSIGNAL);
         if (r > 0) {
           p += r;
           n -= static_cast<std::size_t>(r);
@@ -256,7 +271,7 @@ absl::Status Stream::writev_all(std::span<const std::string_view> parts) {
         msghdr msg{};
         msg.msg_iov = iov;
         msg.msg_iovlen = static_cast<std::size_t>(n);
-        const ssize_t r = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+        const ssize_t r = plain_sendmsg(fd, &msg, MSG_NOSIGNAL);
         if (r > 0) {
           std::size_t left = static_cast<std::size_t>(r);
           while (first < parts.size() && left >= parts[first].size() - skip) {
@@ -321,14 +336,12 @@ absl::Status Stream::drive_nonblocking(std::string_view what, bool writing,
   PollDesc* const pd = this->pd();
   IoCall call(pd);
   if (!call.ok() || this->pd() != pd) return closed_error(what, fd);
-  const Context ctx = context();
-  CancelToken bound = ctx;
+  // The socket's context is the descriptor's (poll_bind_context); the call's own bound is a
+  // deadline of its own.
+  CancelToken bound;
   if (until != TimePoint::max()) {
-    // The call's own bound joins the context's: whichever deadline comes first.
     const std::int64_t own = until == TimePoint{} ? 1 : to_deadline_ns(until);
-    if (bound.deadline_ns() == 0 || own < bound.deadline_ns()) {
-      bound = CancelToken::from_signal(bound.signal(), own);
-    }
+    bound = CancelToken::from_signal(nullptr, own);
     if (own <= weft::detail::now_ns()) return wait_error(WaitResult::kDeadline, what, fd);
   }
   if (absl::Status s = precheck(pd, writing ? Mode::kWrite : Mode::kRead, what, fd, bound);

@@ -189,8 +189,8 @@ absl::StatusOr<TcpStream> TcpListener::accept() {
   PollDesc* const lpd = pd();
   detail::IoCall call(lpd);
   if (!call.ok() || pd() != lpd) return detail::closed_error("accept", lfd);
-  const Context ctx = context();  // held for the call: the token points into it
-  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, true, ctx);
+  // The listener's context is its descriptor's (poll_bind_context): no token of the call's own.
+  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, true, {});
   if (!r.ok()) return r.status();
   TcpStream s(r->first, r->second);
   weft::detail::coop_tick();  // an accept flood yields too (the stream owns the fd by now)
@@ -202,8 +202,7 @@ absl::StatusOr<UnixStream> UnixListener::accept() {
   PollDesc* const lpd = pd();
   detail::IoCall call(lpd);
   if (!call.ok() || pd() != lpd) return detail::closed_error("accept", lfd);
-  const Context ctx = context();
-  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, false, ctx);
+  absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, false, {});
   if (!r.ok()) return r.status();
   UnixStream s(r->first, r->second);
   weft::detail::coop_tick();

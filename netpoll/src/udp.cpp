@@ -44,9 +44,8 @@ absl::StatusOr<std::size_t> UdpSocket::recv_from(std::span<std::byte> buf, std::
   PollDesc* const pd = this->pd();
   detail::IoCall call(pd);
   if (!call.ok() || this->pd() != pd) return detail::closed_error("recv_from", fd);
-  const Context ctx = context();  // held for the call: the token points into it
-  const CancelToken bound = ctx;
-  if (absl::Status s = detail::precheck(pd, Mode::kRead, "recv_from", fd, bound); !s.ok()) return s;
+  // The socket's context is its descriptor's (poll_bind_context): no token of the call's own.
+  if (absl::Status s = detail::precheck(pd, Mode::kRead, "recv_from", fd); !s.ok()) return s;
   for (;;) {
     SockAddr a;
     a.len = sizeof a.storage;
@@ -59,7 +58,7 @@ absl::StatusOr<std::size_t> UdpSocket::recv_from(std::span<std::byte> buf, std::
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN) return detail::errno_error(err, "recv_from", fd);
-    if (WaitResult w = detail::poll_wait(pd, Mode::kRead, bound); w != WaitResult::kReady) {
+    if (WaitResult w = detail::poll_wait(pd, Mode::kRead); w != WaitResult::kReady) {
       return detail::wait_error(w, "recv_from", fd);
     }
   }
@@ -71,10 +70,11 @@ absl::Status UdpSocket::send_to(std::span<const std::byte> data, std::string_vie
   PollDesc* const pd = this->pd();
   detail::IoCall call(pd);
   if (!call.ok() || this->pd() != pd) return detail::closed_error("send_to", fd);
-  const Context ctx = context();  // held for the call: the token points into it
-  const CancelToken bound = ctx;
-  if (absl::Status s = detail::precheck(pd, Mode::kWrite, "send_to", fd, bound); !s.ok()) return s;
-  auto addrs = detail::resolve(addr, SOCK_DGRAM, /*passive=*/false, "send_to", bound);
+  if (absl::Status s = detail::precheck(pd, Mode::kWrite, "send_to", fd); !s.ok()) return s;
+  // A name to look up waits in blocking(): bounded by the socket's context, held for the call
+  // (the token points into it). The waits on the descriptor follow its binding.
+  const Context ctx = context();
+  auto addrs = detail::resolve(addr, SOCK_DGRAM, /*passive=*/false, "send_to", ctx);
   if (!addrs.ok()) return addrs.status();
   const SockAddr& a = addrs->front();
   for (;;) {
@@ -86,7 +86,7 @@ absl::Status UdpSocket::send_to(std::span<const std::byte> data, std::string_vie
     const int err = errno;
     if (err == EINTR) continue;
     if (err != EAGAIN) return detail::errno_error(err, "send_to", fd, addr);
-    if (WaitResult w = detail::poll_wait(pd, Mode::kWrite, bound); w != WaitResult::kReady) {
+    if (WaitResult w = detail::poll_wait(pd, Mode::kWrite); w != WaitResult::kReady) {
       return detail::wait_error(w, "send_to", fd);
     }
   }

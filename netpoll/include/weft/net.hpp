@@ -91,8 +91,10 @@ class Socket {
   // The bound local address as "host:port" ("[v6]:port" for IPv6; the path for Unix sockets).
   std::string local_addr() const;
   // Binds this socket's calls to `ctx` (see "Cancellation" above); background() unbinds. Safe
-  // from any fiber, also while calls are in flight (a call uses the context it started with,
-  // and a blocked one is not interrupted by the change). The socket keeps `ctx` alive.
+  // from any fiber, also while calls are in flight: the change does not interrupt a blocked call,
+  // which from then on follows the new binding (it fails once the new context is done). The
+  // socket keeps `ctx` alive. Binding is once per socket, not per call: calls on a bound socket
+  // cost what calls on an unbound one do.
   void set_context(Context ctx);
   Context context() const;
 
@@ -103,7 +105,9 @@ class Socket {
  private:
   mutable weft::detail::SpinLock ctx_mu_;  // guards ctx_ (context() is const)
   Context ctx_ ABSL_GUARDED_BY(ctx_mu_);   // background unless set_context
-  std::atomic<bool> has_ctx_{false};       // ctx_ can be cancelled: calls read it
+  std::atomic<bool> has_ctx_{false};       // ctx_ can be cancelled (context() skips the lock)
+
+  void take(Socket& o) noexcept;  // the move: o's fd, descriptor (with its binding) and context
 
   // Atomic because close() may come from another fiber while a call is in progress; a call holds
   // a reference on the descriptor, so the fd stays valid until it leaves (poll_desc.hpp).
