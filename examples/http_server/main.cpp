@@ -117,6 +117,17 @@ std::string response(int code, const char* reason, std::string_view content_type
                       head ? absl::string_view() : absl::string_view(body.data(), body.size()));
 }
 
+// The hello route's responses never change: built once (GET and HEAD, keep-alive or not), so
+// serving one is an append, as a server caches a static file's headers.
+const std::string& hello_response(bool keep_alive, bool head) {
+  static const std::string r[2][2] = {
+      {response(200, "OK", "text/plain", "Hello, World!", false, false),
+       response(200, "OK", "text/plain", "Hello, World!", false, true)},
+      {response(200, "OK", "text/plain", "Hello, World!", true, false),
+       response(200, "OK", "text/plain", "Hello, World!", true, true)}};
+  return r[keep_alive][head];
+}
+
 std::string stats_json() {
   const weft::Stats s = weft::stats();
   return absl::StrCat("{\"fibers_alive\":", s.fibers_alive,
@@ -167,7 +178,7 @@ int on_message_complete(http_parser* p) {
   if (p->method != HTTP_GET && !head) {
     c->out += response(405, "Method Not Allowed", "text/plain", "method not allowed\n", keep_alive);
   } else if (path == "/") {
-    c->out += response(200, "OK", "text/plain", "Hello, World!", keep_alive, head);
+    c->out += hello_response(keep_alive, head);
   } else if (path == "/stats") {
     c->out += response(200, "OK", "application/json", stats_json(), keep_alive, head);
   } else if (path == "/metrics") {
