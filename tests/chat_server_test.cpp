@@ -468,7 +468,7 @@ TEST(ChatServer, AbruptDisconnectsAreNoticed) {
 TEST(ChatServer, ASlowClientIsDroppedAndDoesNotStallOthers) {
   chat::ServerOptions opts;
   opts.max_line = 64 * 1024;
-  opts.out_queue = 16;
+  opts.out_queue_bytes = 16 * 60000;  // sixteen of the flooder's lines
   with_server(
       [](const std::string& addr) {
         ChatClient slow = ChatClient::dial(addr);  // never reads again
@@ -519,6 +519,28 @@ TEST(ChatServer, ASlowClientIsDroppedAndDoesNotStallOthers) {
         ASSERT_TRUE(observer.send("/who\n"));
         ASSERT_TRUE(observer.expect("* online (2): " + flooder.nick() + ", " + observer.nick()));
         EXPECT_TRUE(slow.expect_closed());
+      },
+      opts);
+}
+
+// The queue is bounded in bytes, and a line longer than the whole budget still reaches a client
+// whose queue is empty (a /who of a large room): here every line is longer than the budget, and
+// a client that reads each reply before it asks again gets every one.
+TEST(ChatServer, ALineOverTheQueueBudgetStillReachesAClientThatKeepsUp) {
+  chat::ServerOptions opts;
+  opts.out_queue_bytes = 1;
+  with_server(
+      [](const std::string& addr) {
+        ChatClient c = ChatClient::dial(addr);
+        ASSERT_TRUE(c.expect_joined(c.nick()));  // read: the queue is empty again
+        for (int i = 0; i < 3; ++i) {
+          ASSERT_TRUE(c.send("/help\n"));
+          std::optional<std::string> help = c.line();
+          ASSERT_TRUE(help.has_value()) << "dropped at reply " << i;
+          EXPECT_EQ(help->rfind("* commands: ", 0), 0u) << *help;
+          ASSERT_TRUE(c.send("/who\n"));
+          ASSERT_TRUE(c.expect("* online (1): " + c.nick()));
+        }
       },
       opts);
 }

@@ -4,6 +4,7 @@
 #include <absl/time/time.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -41,6 +42,9 @@ struct Conn {
   }
   weft::net::TcpStream stream;
   std::atomic<bool> reset_on_close{false};
+  // Bytes of the lines in the client's outgoing channel (line_cost each): the hub adds before it
+  // queues one, the writer subtracts as it takes one.
+  std::atomic<std::size_t> queued_bytes{0};
   // Set before kill()'s deadline: the reader, which moves its read deadline itself (its
   // timeouts), checks it after each move, so a kill is never undone by the reader.
   std::atomic<bool> killed{false};
@@ -50,6 +54,8 @@ struct Conn {
     stream.set_deadline(Clock::now());
   }
 };
+
+std::size_t line_cost(const std::string& line) { return line.size() + kLineOverhead; }
 
 // Events for the hub.
 struct Join {
@@ -72,6 +78,8 @@ using Event = std::variant<Join, Leave, Said, Shutdown>;
 
 class Hub {
  public:
+  explicit Hub(std::size_t out_queue_bytes) : budget_(out_queue_bytes) {}
+
   // Joins and leaves are announced in batches: the nicks that joined (or left, for the same
   // reason) within kBatchWindow of the first unannounced one, at most kBatchMax, share one line,
   // "* a, b, c joined" or "* a, b left (line timeout)". A broadcast per join or leave is O(n^2)
@@ -153,7 +161,7 @@ class Hub {
   void handle(Leave& l) {
     auto it = clients_.find(l.id);
     if (it == clients_.end()) return;  // already dropped
-    if (!l.to_client.empty()) it->second.out.try_send(std::move(l.to_client));
+    if (!l.to_client.empty()) enqueue(it->second, std::move(l.to_client));
     std::string nick = it->second.nick;
     remove(it, /*kill=*/false);  // its writer flushes what is queued, then ends
     batch(std::move(nick), l.reason.empty() ? " left" : " left (" + l.reason + ")");
@@ -228,9 +236,22 @@ class Hub {
     broadcast("* " + old + " is now known as " + nick + "\n");
   }
 
-  // Never blocks: a client whose queue is full is marked to be dropped.
+  // Queues `line` for `c` within its byte budget; false if it does not fit (the client is too
+  // slow) or the queue is closed. A line over the whole budget fits an empty queue.
+  bool enqueue(Client& c, std::string line) {
+    const std::size_t cost = line_cost(line);
+    std::atomic<std::size_t>& queued = c.conn->queued_bytes;
+    const std::size_t held = queued.load(std::memory_order_relaxed);  // only the writer lowers it
+    if (held > 0 && held + cost > budget_) return false;
+    queued.fetch_add(cost, std::memory_order_relaxed);
+    if (c.out.try_send(std::move(line))) return true;
+    queued.fetch_sub(cost, std::memory_order_relaxed);
+    return false;
+  }
+
+  // Never blocks: a client whose queue is over its budget is marked to be dropped.
   void send(std::uint64_t id, Client& c, std::string line) {
-    if (!c.out.try_send(std::move(line)) && !c.marked_slow) {
+    if (!enqueue(c, std::move(line)) && !c.marked_slow) {
       c.marked_slow = true;
       slow_.push_back(id);
     }
@@ -270,6 +291,7 @@ class Hub {
 
   std::map<std::uint64_t, Client> clients_;  // by id: join order
   absl::flat_hash_map<std::string, std::uint64_t> by_nick_;
+  const std::size_t budget_;         // ServerOptions::out_queue_bytes
   std::vector<std::uint64_t> slow_;  // clients to drop, each once (Client::marked_slow)
   static constexpr std::size_t kBatchMax = 256;
   static constexpr std::chrono::milliseconds kBatchWindow{20};
@@ -282,18 +304,25 @@ class Hub {
 void client_main(weft::net::TcpStream stream, std::uint64_t id, const weft::Chan<Event>& events,
                  const ServerOptions& opts) {
   auto conn = std::make_shared<Conn>(std::move(stream));
-  weft::Chan<std::string> out(opts.out_queue);
+  // Bounded in bytes by the hub (Hub::enqueue); in lines only as many as the bytes allow, and
+  // its ring grows with what it holds, so an idle client's costs no ring at all.
+  weft::Chan<std::string> out(std::max<std::size_t>(2, opts.out_queue_bytes / kLineOverhead));
   weft::Task<void> writer = weft::spawn(weft::FiberOptions{.name = "chat-writer"}, [conn, out] {
     std::string batch;
+    const auto taken = [&](const std::string& l) {
+      conn->queued_bytes.fetch_sub(line_cost(l), std::memory_order_relaxed);
+    };
     for (;;) {
       std::optional<std::string> line = out.recv();
       if (!line) return;  // closed by the hub: everything queued has been written
+      taken(*line);
       batch = std::move(*line);
       // Whatever else is queued goes out in the same write: one syscall per wake-up, not per
       // line, so a reading client keeps up with bursts.
       while (batch.size() < 64 * 1024) {
         line = out.try_recv();
         if (!line) break;
+        taken(*line);
         batch += *line;
       }
       if (!conn->stream.write_all(batch).ok()) {
@@ -383,7 +412,8 @@ void run_chat_server(weft::net::TcpListener listener, weft::Chan<int> stop,
   // Every kind of fiber has a name, so a stack-size table (WEFT_STACK_SIZES, written by
   // `weft-stackprof sizes` from a profiled run) can size each kind's stacks.
   weft::Task<void> hub =
-      weft::spawn(weft::FiberOptions{.name = "chat-hub"}, [events] { Hub().run(events); });
+      weft::spawn(weft::FiberOptions{.name = "chat-hub"},
+                  [events, budget = opts.out_queue_bytes] { Hub(budget).run(events); });
   weft::net::Server server(std::move(listener));
   examples::ConnectionCap cap("chat_server", "--max_conns", opts.max_conns);
   const std::string full =

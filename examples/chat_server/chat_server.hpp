@@ -2,9 +2,10 @@
 //
 // Go's shape: the state (who is online, their names) belongs to one hub fiber, and everyone else
 // talks to it over a channel, so there is no lock. Per client, a reader fiber turns lines into
-// events for the hub, and a writer fiber drains the client's bounded outgoing channel onto the
-// socket. The hub only ever try_send()s to a client: a client whose queue is full (it does not
-// read) is dropped, so one slow reader never stalls the hub or anyone else.
+// events for the hub, and a writer fiber drains the client's outgoing channel onto the socket.
+// The hub never blocks on a client: a client whose queue holds more than
+// ServerOptions::out_queue_bytes (it does not read) is dropped, so one slow reader never stalls
+// the hub or anyone else, and the memory one holds is bounded in bytes, whatever the lines.
 //
 // Against idle and slow clients (examples/common/read_timeouts.hpp, connection_cap.hpp): a client
 // that has sent part of a line must finish it within line_timeout of its first byte; a client that
@@ -24,9 +25,16 @@
 
 namespace chat {
 
+// What a queued line costs beyond its bytes: its slot in the client's channel and its heap
+// block's header and rounding.
+inline constexpr std::size_t kLineOverhead = 64;
+
 struct ServerOptions {
   std::size_t max_line = kDefaultMaxLine;  // longer lines end the connection
-  std::size_t out_queue = 1024;            // lines queued for a client before it is dropped
+  // Bytes of lines queued for a client before it counts as too slow and is dropped: each line
+  // counts its length plus kLineOverhead. A line longer than the whole budget is still queued
+  // when nothing else is (a /who of a large room), so every client gets its replies.
+  std::size_t out_queue_bytes = 256 * 1024;
   // How long a leaving client's writer may take to flush its last lines.
   std::chrono::milliseconds flush_timeout{2000};
   // At stop, how long the clients may take to leave before their sockets are cancelled (they

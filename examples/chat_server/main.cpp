@@ -1,14 +1,16 @@
 // chat_server: a line-based chat room on weft, usable with nc or telnet.
 //
-//   chat_server --listen=127.0.0.1:7070 [--workers=N] [--max_line=4096] [--out_queue=1024]
-//               [--line_timeout=30s] [--idle_timeout=1h] [--max_conns=10000] [--flush_timeout=2s]
+//   chat_server --listen=127.0.0.1:7070 [--workers=N] [--max_line=4096]
+//               [--out_queue_bytes=262144] [--line_timeout=30s] [--idle_timeout=1h]
+//               [--max_conns=10000] [--flush_timeout=2s]
 //               [--drain_grace=1s]
 //   nc 127.0.0.1 7070
 //
 // Every line a client sends goes to everyone as "<nick> line"; /nick NAME, /me ACTION, /who,
 // /quit and /help are commands (see chat/chat_protocol.hpp). One hub fiber owns the room and
 // hears joins, leaves and lines on a channel; each client has a reader fiber and a writer fiber
-// draining a bounded channel, and a client too slow to keep up is dropped. A line longer than
+// draining a channel bounded in bytes (--out_queue_bytes), and a client too slow to keep up is
+// dropped. A line longer than
 // --max_line ends its connection with an error; control bytes and invalid UTF-8 are replaced.
 // Hostile clients: a line must be complete within --line_timeout of its first byte (a client that
 // trickles a line, slowloris, is dropped); a client that sends nothing at all for --idle_timeout is
@@ -40,8 +42,9 @@ ABSL_FLAG(absl::Duration, drain_grace, absl::Seconds(1),
           "on SIGINT/SIGTERM, how long connections may finish before they are cancelled");
 ABSL_FLAG(std::size_t, max_line, chat::kDefaultMaxLine,
           "longest line a client may send, in bytes; longer ends the connection");
-ABSL_FLAG(std::size_t, out_queue, chat::ServerOptions{}.out_queue,
-          "lines queued for a client before it counts as too slow and is dropped");
+ABSL_FLAG(std::size_t, out_queue_bytes, chat::ServerOptions{}.out_queue_bytes,
+          "bytes queued for a client (each line counts 64 more) before it counts as too slow and "
+          "is dropped; a longer line is still queued when nothing else is");
 ABSL_FLAG(absl::Duration, line_timeout, absl::FromChrono(chat::ServerOptions{}.line_timeout),
           "a line must be complete within this of its first byte, else the client is dropped "
           "(0: no limit)");
@@ -61,7 +64,7 @@ int main(int argc, char** argv) {
   examples::ShutdownSignal signals;  // before run(): worker threads inherit the signal mask
   chat::ServerOptions opts;
   opts.max_line = absl::GetFlag(FLAGS_max_line);
-  opts.out_queue = std::max<std::size_t>(1, absl::GetFlag(FLAGS_out_queue));
+  opts.out_queue_bytes = absl::GetFlag(FLAGS_out_queue_bytes);
   opts.drain_grace = std::chrono::duration_cast<std::chrono::milliseconds>(
       absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_drain_grace)));
   opts.line_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_line_timeout));
