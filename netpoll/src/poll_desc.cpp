@@ -66,8 +66,13 @@ void free_desc(PollDesc* pd) {
 
 // A deadline or close: empty the slot, waking a parked waiter so that it re-checks (a select
 // waiting on the side fires its case: the caller's next call reports the error).
+//
+// Ordering. Whoever unblocks stores its flag first (closing, ctx_why, deadline = kExpired) and
+// then reads the slot; a waiter publishes itself in the slot (kWait, a hook) and then reads the
+// flags. Both sides are seq_cst, so at least one of them sees the other: the unblocker finds the
+// waiter, or the waiter finds the flag (store buffering would otherwise let both miss).
 void unblock(PollDesc::Side& s) noexcept {
-  std::uintptr_t old = s.slot.load(std::memory_order_acquire);
+  std::uintptr_t old = s.slot.load(std::memory_order_seq_cst);
   for (;;) {
     if (old == PollDesc::kReady || old == PollDesc::kEmpty) return;
     if (s.slot.compare_exchange_weak(old, PollDesc::kEmpty, std::memory_order_acq_rel)) break;
@@ -87,20 +92,20 @@ void unblock(PollDesc::Side& s) noexcept {
 void fire_deadline(TimerEntry* t) {
   auto* s = reinterpret_cast<PollDesc::Side*>(reinterpret_cast<char*>(t) -
                                               offsetof(PollDesc::Side, timer));
-  s->deadline.store(PollDesc::kExpired, std::memory_order_release);
+  s->deadline.store(PollDesc::kExpired, std::memory_order_seq_cst);
   unblock(*s);
 }
 
 // Close/recycle, the bound context, or the side's deadline, else kReady.
 WaitResult check_desc(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq) noexcept {
-  if (pd->closing.load(std::memory_order_acquire) ||
+  if (pd->closing.load(std::memory_order_seq_cst) ||
       pd->seq.load(std::memory_order_acquire) != seq) {
     return WaitResult::kClosed;
   }
-  if (const int why = pd->ctx_why.load(std::memory_order_acquire)) return bound_result(why);
+  if (const int why = pd->ctx_why.load(std::memory_order_seq_cst)) return bound_result(why);
   // Only the flag: a deadline that is due but whose timer has not fired yet lets the waiter
   // park, and the timer wakes it (the clock is read once per call, in precheck).
-  if (s.deadline.load(std::memory_order_acquire) == PollDesc::kExpired) {
+  if (s.deadline.load(std::memory_order_seq_cst) == PollDesc::kExpired) {
     return WaitResult::kDeadline;
   }
   return WaitResult::kReady;
@@ -216,7 +221,7 @@ namespace {
 void on_context_done(weft::detail::CancelCallback* cb) noexcept {
   auto* pd = reinterpret_cast<PollDesc*>(reinterpret_cast<char*>(cb) - offsetof(PollDesc, ctx_cb));
   // ctx_sig is stable here: a rebinding waits in detach() until this callback has returned.
-  pd->ctx_why.store(pd->ctx_sig->why(), std::memory_order_release);
+  pd->ctx_why.store(pd->ctx_sig->why(), std::memory_order_seq_cst);  // then unblock: see there
   unblock(pd->rd);
   unblock(pd->wr);
 }
@@ -278,7 +283,7 @@ WaitResult poll_wait(PollDesc* pd, Mode mode, const weft::CancelToken& bound) {
       continue;
     }
     if (old != PollDesc::kEmpty) return WaitResult::kBusy;
-    if (!s.slot.compare_exchange_strong(old, PollDesc::kWait, std::memory_order_acq_rel)) continue;
+    if (!s.slot.compare_exchange_strong(old, PollDesc::kWait, std::memory_order_seq_cst)) continue;
     // Close and deadline setters store first, then unblock: re-check after publishing kWait.
     if (WaitResult e = check_side(pd, s, seq, bounds); e != WaitResult::kReady) {
       std::uintptr_t expected = PollDesc::kWait;
@@ -313,7 +318,7 @@ void poll_set_deadline(PollDesc* pd, Mode mode, std::int64_t deadline_ns) {
   if (deadline_ns == 0) {
     s.deadline.store(0, std::memory_order_release);
   } else if (deadline_ns <= weft::detail::now_ns()) {
-    s.deadline.store(PollDesc::kExpired, std::memory_order_release);
+    s.deadline.store(PollDesc::kExpired, std::memory_order_seq_cst);
     unblock(s);
   } else {
     s.deadline.store(deadline_ns, std::memory_order_release);
@@ -369,5 +374,11 @@ WaitResult poll_check(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq,
 }
 
 void poll_unblock(PollDesc::Side& s) noexcept { unblock(s); }
+
+bool poll_side_ended(const PollDesc* pd, const PollDesc::Side& s) noexcept {
+  return pd->closing.load(std::memory_order_seq_cst) ||
+         pd->ctx_why.load(std::memory_order_seq_cst) != 0 ||
+         s.deadline.load(std::memory_order_seq_cst) == PollDesc::kExpired;
+}
 
 }  // namespace weft::net::detail

@@ -192,6 +192,10 @@ void poll_waiters_add(std::ptrdiff_t n) noexcept;
 // close/recycle, the bound context, a fired bound, or the side's deadline, else kReady.
 WaitResult poll_check(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq,
                       const weft::detail::WaitBounds& bounds) noexcept;
+// A wait on side `s` would end at once: the descriptor is closing, its bound context is done, or
+// the side's deadline has expired (the flags that close, the context and the deadline timer set
+// before they unblock the side).
+bool poll_side_ended(const PollDesc* pd, const PollDesc::Side& s) noexcept;
 // A deadline, close or fired bound: empties the slot, waking (or firing) what waits there.
 void poll_unblock(PollDesc::Side& s) noexcept;
 // The descriptor at a table index (whatever its seq), or null past the table.

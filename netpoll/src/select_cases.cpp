@@ -1,19 +1,21 @@
 // case_readable / case_writable (weft/net.hpp): a socket direction as a select source
 // (weft/detail/chan_core.hpp's SelectSource).
 //
-// ready_now: the descriptor is closing or bound to a done context, or poll(2) with a zero
-// timeout says so. Not a recorded edge: one may be stale (a dialled socket is registered before
-// connect() and reports a hang-up edge on both sides), and data an earlier read left behind has
-// no new edge anyway.
+// ready_now: the descriptor is closing, bound to a done context or past the side's deadline
+// (poll_side_ended), or poll(2) with a zero timeout says so. Not a recorded edge: one may be
+// stale (a dialled socket is registered before connect() and reports a hang-up edge on both
+// sides), and data an earlier read left behind has no new edge anyway.
 // arm: takes a descriptor reference (so a close cannot recycle it while the hook is there) and
 // publishes the hook in the side's slot by CAS from kEmpty -- or from kReady, after which it asks
 // poll(2): really ready puts the edge back and reports "ready" (unless an edge or an unblock took
 // the hook meanwhile, which fires it); not ready means the edge was stale, and the hook waits for
 // the next one. Another waiter in the slot (busy) makes it report "ready": the call then reports
-// the conflict. An edge or an unblock (close, deadline, a bound)
-// that finds the hook takes it and fires it (poll_desc.cpp). disarm: CAS hook -> kEmpty; when
-// that fails the hook was taken, and we wait until its fire returned. The edge that fired a
-// losing case stays recorded as kReady, so no readiness is lost when another case won.
+// the conflict. An edge or an unblock (close, deadline, the bound context) that finds the hook
+// takes it and fires it (poll_desc.cpp); one that came before the hook was published is seen by
+// the re-check after it (poll_side_ended), which takes the hook back and reports ready.
+// disarm: CAS hook -> kEmpty; when that fails the hook was taken, and we wait until its fire
+// returned. The edge that fired a losing case stays recorded as kReady, so no readiness is lost
+// when another case won.
 #include <poll.h>
 
 #include "poll_desc.hpp"
@@ -39,8 +41,7 @@ bool fd_ready(const ReadySource* s) noexcept {
 
 bool ready_now(void* obj) {
   auto* s = static_cast<ReadySource*>(obj);
-  if (!current(s) || s->pd->closing.load(std::memory_order_acquire)) return true;
-  if (s->pd->ctx_why.load(std::memory_order_acquire) != 0) return true;  // its context is done
+  if (!current(s) || poll_side_ended(s->pd, side_of(s))) return true;
   return fd_ready(s);
 }
 
@@ -60,7 +61,18 @@ bool arm(void* obj, SelectHook* hook) {
       poll_io_end(s->pd);  // busy: another fiber waits in this direction; the call reports it
       return false;
     }
-    if (slot.compare_exchange_weak(old, mine, std::memory_order_acq_rel)) break;
+    if (slot.compare_exchange_weak(old, mine, std::memory_order_seq_cst)) break;
+  }
+  // A close, the context or the deadline that ended the side between ready_now() and here found
+  // no hook to fire (they set their flag, then unblock; "Ordering" in poll_desc.cpp): take the
+  // hook back and report ready.
+  if (poll_side_ended(s->pd, side_of(s))) {
+    std::uintptr_t expected = mine;
+    if (slot.compare_exchange_strong(expected, old, std::memory_order_acq_rel)) {  // an edge stays
+      poll_io_end(s->pd);
+      return false;
+    }
+    return true;  // an unblock took the hook: it fires; we are armed
   }
   if (old == PollDesc::kReady && fd_ready(s)) {
     // A live edge: put it back for the call, and report ready.
