@@ -12,7 +12,8 @@
 //            (performance/fiber/skynet_stealing_detach.cpp) but for default stacks:
 //            launch::dispatch (the child runs at once); launch::post measured several times slower
 //            and several times the memory, so dispatch is Boost at its best here
-//   park_mem N fibers each blocked on its own mutex/condvar semaphore; statm RSS delta per fiber
+//   park_mem N fibers each blocked on its own mutex/condvar semaphore; statm RSS delta per fiber;
+//            ns per fiber from the first spawn until the last one started
 //   mutex    4*workers fibers increment one counter under boost::fibers::mutex; count verified
 //   chan_pingpong two unbuffered_channel<uint64_t>: the main fiber sends i on ping and pops the
 //            reply from pong, an echo pops and pushes it back; N round trips; sum of the replies
@@ -208,12 +209,14 @@ int bench_park_mem(const bench::Args& a) {
   WaitGroup started;
   WaitGroup finished;
   double bytes = 0;
+  double park_ns = 0;
   with_workers(bench::resolve_workers(a), [&] {
     const std::uint64_t before = bench::current_rss_bytes();
     sems.reserve(n);
     for (std::uint64_t i = 0; i < n; ++i) sems.push_back(std::make_unique<Semaphore>());
     started.add(static_cast<std::int64_t>(n));
     finished.add(static_cast<std::int64_t>(n));
+    const auto t0 = std::chrono::steady_clock::now();
     for (std::uint64_t i = 0; i < n; ++i) {
       boost::fibers::fiber([&started, &finished, sem = sems[i].get()] {
         started.done();
@@ -222,6 +225,10 @@ int bench_park_mem(const bench::Args& a) {
       }).detach();
     }
     started.wait();
+    park_ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::steady_clock::now() - t0)
+                                      .count()) /
+              static_cast<double>(n);
     // The last fiber to start is a few instructions from parking; give it time to get there.
     boost::this_fiber::sleep_for(std::chrono::milliseconds(20));
     const std::uint64_t parked = bench::current_rss_bytes();
@@ -230,6 +237,7 @@ int bench_park_mem(const bench::Args& a) {
     bytes = (static_cast<double>(parked) - static_cast<double>(before)) / static_cast<double>(n);
   });
   bench::result("park_mem", bench::variant_of(a), "bytes_per_fiber", bytes, "B");
+  bench::result("park_mem", bench::variant_of(a), "park_ns", park_ns, "ns");
   return 0;
 }
 

@@ -5,7 +5,9 @@
 //   spawn    one fiber spawns N empty fibers, a WaitGroup waits for all; ns per spawn, peak RSS
 //   skynet   the classic skynet: 10-ary tree of fibers (weft::go), each node sums its children
 //            through its own unbuffered Chan, as the original does; sum verified; ms, peak RSS
-//   park_mem N fibers parked on their own Semaphore(0); statm RSS delta per fiber
+//   park_mem N fibers parked on their own Semaphore(0); statm RSS delta per fiber, and ns per
+//            fiber from the first spawn until the last one started (a few instructions from its
+//            park): first-touch faults on fresh stacks are most of it
 //   hib_wake wake-up latency of a fiber whose stack is hibernated (p50, p99; weft only)
 //   park_idle the same, read after they were parked 3 s (stacks hibernated: Options::
 //            hibernate_after); Go frees its heap first (debug.FreeOSMemory)
@@ -129,8 +131,9 @@ int bench_skynet(const bench::Args& a) {
 // `settle` after the last one parked (park_idle: 3 s, past Options::hibernate_after).
 int park_rss(const bench::Args& a, const char* name, std::chrono::milliseconds settle) {
   const std::uint64_t n = bench::size_or(a, bench::kParkN);
+  double park_ns = 0;
   const double bytes = weft::run(
-      [n, settle] {
+      [n, settle, &park_ns] {
         const std::uint64_t before = bench::current_rss_bytes();
         std::vector<std::unique_ptr<weft::Semaphore>> sems;
         sems.reserve(n);
@@ -139,6 +142,7 @@ int park_rss(const bench::Args& a, const char* name, std::chrono::milliseconds s
         weft::WaitGroup finished;
         started.add(static_cast<int>(n));
         finished.add(static_cast<int>(n));
+        const auto t0 = bench::Clock::now();
         for (std::uint64_t i = 0; i < n; ++i) {
           weft::go([&started, &finished, sem = sems[i].get()] {
             started.done();
@@ -147,6 +151,10 @@ int park_rss(const bench::Args& a, const char* name, std::chrono::milliseconds s
           });
         }
         started.wait();
+        park_ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                          bench::Clock::now() - t0)
+                                          .count()) /
+                  static_cast<double>(n);
         // The last fiber to start is a few instructions from parking; give it time to get there.
         weft::this_fiber::sleep_for(settle);
         const std::uint64_t parked = bench::current_rss_bytes();
@@ -156,6 +164,7 @@ int park_rss(const bench::Args& a, const char* name, std::chrono::milliseconds s
       },
       weft::Options{.workers = bench::resolve_workers(a)});
   bench::result(name, bench::variant_of(a), "bytes_per_fiber", bytes, "B");
+  bench::result(name, bench::variant_of(a), "park_ns", park_ns, "ns");
   return 0;
 }
 

@@ -6,7 +6,8 @@
 //	         Gosched puts the goroutine on the global run queue: that is the definition.
 //	spawn    one goroutine starts N empty goroutines, a sync.WaitGroup waits; ns per spawn, peak RSS
 //	skynet   the classic goroutine + unbuffered channel skynet; sum verified; ms, peak RSS
-//	park_mem N goroutines each blocked on its own chan struct{}; statm RSS delta per goroutine
+//	park_mem N goroutines each blocked on its own chan struct{}; statm RSS delta per goroutine, and
+//	         ns per goroutine from the first go statement until the last one started
 //	park_idle the same read after 3 s parked, after debug.FreeOSMemory()
 //	mutex    4*GOMAXPROCS goroutines increment one counter under sync.Mutex; count verified
 //	chan_pingpong two goroutines, two unbuffered chan int: one sends i on ping and waits for the
@@ -229,6 +230,7 @@ func parkRSS(name string, settle time.Duration, free bool) {
 	var started, finished sync.WaitGroup
 	started.Add(int(n))
 	finished.Add(int(n))
+	t0 := time.Now()
 	for i := range chans {
 		go func(ch chan struct{}) {
 			started.Done()
@@ -237,6 +239,7 @@ func parkRSS(name string, settle time.Duration, free bool) {
 		}(chans[i])
 	}
 	started.Wait()
+	parkNs := float64(time.Since(t0).Nanoseconds()) / float64(n)
 	// The last goroutine to start is a few instructions from parking; give it time to get there.
 	time.Sleep(settle)
 	if free {
@@ -248,6 +251,7 @@ func parkRSS(name string, settle time.Duration, free bool) {
 	}
 	finished.Wait()
 	result(name, variant(), "bytes_per_fiber", float64(parked-before)/float64(n), "B")
+	result(name, variant(), "park_ns", parkNs, "ns")
 }
 
 func benchMutex() {
