@@ -477,6 +477,8 @@ Stats stats();
 void write_metrics(std::ostream& out);
 
 // Writes one line per fiber: id, name, state, what it waits on and for how long, stack used/size.
+// A fiber is shown parked from the moment it switched out, which may be before its wait is fully
+// registered (a select's socket cases are armed just after).
 void dump_fibers(std::ostream& out);
 
 }  // namespace weft
