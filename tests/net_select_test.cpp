@@ -139,6 +139,54 @@ TEST_P(NetSelectTest, TimeoutWritableAndAcceptReadiness) {
       opts());
 }
 
+// A reader and a select on one socket direction at once (a misuse each call may report), over
+// many edges: the reader, woken by an edge, must not take back a side a select armed meanwhile
+// (it wiped the select's hook: the select slept or spun for ever, and the reader lost the edge).
+// What is guaranteed: every byte is read, each refused read says FAILED_PRECONDITION, nobody hangs.
+TEST_P(NetSelectTest, AReaderAndASelectOnOneSideLoseNoEdgeAndNeverHang) {
+  weft::run(
+      [] {
+        constexpr int kBytes = kSanitized ? 300 : 3000;
+        TcpPair p = tcp_pair();
+        std::atomic<int> got{0};
+        std::atomic<bool> done{false};
+        weft::Chan<int> ack;  // one per byte read; closed when the reader ends
+        auto reader = weft::spawn([&] {
+          struct CloseAck {
+            weft::Chan<int>& c;
+            ~CloseAck() { c.close(); }
+          } close_ack{ack};
+          while (got.load() < kBytes) {
+            char b[1];
+            absl::StatusOr<std::size_t> n = p.server.read(b, sizeof b);
+            if (n.ok()) {
+              ASSERT_EQ(*n, 1u);
+              got.fetch_add(1);
+              ack.send(1);
+            } else {
+              ASSERT_EQ(n.status().code(), StatusCode::kFailedPrecondition) << n.status();
+              weft::this_fiber::yield();
+            }
+          }
+        });
+        auto selector = weft::spawn([&] {
+          while (!done.load()) {
+            weft::select(weft::net::case_readable(p.server), weft::case_timeout(1ms));
+            weft::this_fiber::yield();
+          }
+        });
+        for (int i = 0; i < kBytes; ++i) {
+          ASSERT_TRUE(p.client.write_all("x").ok());
+          ASSERT_TRUE(ack.recv().has_value()) << "the reader ended after " << i << " bytes";
+        }
+        reader.join();
+        done.store(true);
+        selector.join();
+        EXPECT_EQ(got.load(), kBytes);
+      },
+      opts());
+}
+
 // One fiber per connection serving both its socket and an outbound channel: what chat_server's
 // two fibers per client become. Many messages race in both directions; every one arrives.
 TEST_P(NetSelectTest, OneFiberServesASocketAndAChannelTogether) {

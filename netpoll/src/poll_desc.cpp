@@ -67,8 +67,8 @@ void free_desc(PollDesc* pd) {
 // A deadline or close: empty the slot, waking a parked waiter so that it re-checks (a select
 // waiting on the side fires its case: the caller's next call reports the error).
 //
-// Ordering. Whoever unblocks stores its flag first (closing, ctx_why, deadline = kExpired) and
-// then reads the slot; a waiter publishes itself in the slot (kWait, a hook) and then reads the
+// Ordering. Whoever unblocks stores its flag first (closing, ctx_why, deadline = kExpired, a
+// wait bound's why: WaitBounds::fire) and then reads the slot; a waiter publishes itself in the slot (kWait, a hook) and then reads the
 // flags. Both sides are seq_cst, so at least one of them sees the other: the unblocker finds the
 // waiter, or the waiter finds the flag (store buffering would otherwise let both miss).
 void unblock(PollDesc::Side& s) noexcept {
@@ -190,7 +190,14 @@ void finish_close(PollDesc* pd) {
 }  // namespace
 
 bool poll_io_begin(PollDesc* pd) noexcept {
-  pd->refs.fetch_add(1, std::memory_order_acq_rel);
+  // Only from a live count: at zero the descriptor is closed and freed (or being freed), and an
+  // increment from there would close and free it a second time. A recycled descriptor's count
+  // is live again; the callers see that it is no longer theirs (seq, or the socket's pd).
+  std::uint32_t n = pd->refs.load(std::memory_order_relaxed);
+  do {
+    if (n == 0) return false;
+  } while (!pd->refs.compare_exchange_weak(n, n + 1, std::memory_order_acq_rel,
+                                           std::memory_order_relaxed));
   if (pd->closing.load(std::memory_order_acquire)) {
     poll_io_end(pd);
     return false;
@@ -305,7 +312,12 @@ WaitResult poll_wait(PollDesc* pd, Mode mode, const weft::CancelToken& bound) {
     // Woken by an edge (kReady), by unblock (kEmpty), or the park was called off. A descriptor
     // closed meanwhile may already serve another fd: leave its slot alone.
     if (pd->seq.load(std::memory_order_acquire) != seq) return WaitResult::kClosed;
-    if (s.slot.exchange(PollDesc::kEmpty, std::memory_order_acq_rel) == PollDesc::kReady) {
+    // The slot no longer names us, so someone else may have taken the side since (a select
+    // armed from the edge that woke us, another reader): take only an edge, never overwrite;
+    // the loop's top reports anything else as busy.
+    std::uintptr_t now = s.slot.load(std::memory_order_acquire);
+    if (now == PollDesc::kReady &&
+        s.slot.compare_exchange_strong(now, PollDesc::kEmpty, std::memory_order_acq_rel)) {
       return WaitResult::kReady;
     }
   }

@@ -12,7 +12,9 @@
 // kWait -> Waker. An edge (ready()) sets kReady whatever the slot holds, waking a parked waiter;
 // a deadline or close (unblock()) sets kEmpty, waking a parked waiter. Either one landing on kWait
 // makes the commit's CAS fail, so the fiber does not park and re-checks: no edge and no deadline
-// is ever lost between "try the syscall" and "park".
+// is ever lost between "try the syscall" and "park". A woken waiter takes only kReady from the
+// slot and never overwrites it: once it was woken, the side may already belong to someone else
+// (a select arms from kEmpty or kReady; select_cases.cpp).
 //
 // Reuse. Descriptors are pooled and never freed, so an epoll event that arrives after its fd was
 // closed never touches freed memory. Each registration carries (index, seq) in epoll's data; close
@@ -23,7 +25,8 @@
 // every call in progress. close() marks `closing`, wakes waiters and drops the owner's reference;
 // whoever drops the last one unregisters, closes the fd and recycles the descriptor. So an fd
 // number is never released (and reused by an unrelated socket) while a call on it is still in a
-// syscall or about to make one.
+// syscall or about to make one. A call takes its reference only from a live count (a count at
+// zero is a descriptor closed and freed, or being freed).
 //
 // Short reads (TCP streams only). A read that returns fewer bytes than asked left the socket's
 // receive queue empty, and edge-triggered epoll reports every byte that arrives after that, so

@@ -120,8 +120,11 @@ QueuedRecv poll_queued_recv(UringRing& ring, PollDesc* pd, void* buf, std::size_
       throw;
     }
     if (s.op_done.load(std::memory_order_seq_cst)) break;
-    // Woken without a completion: an unblock (close, the deadline, a bound). Cancel once; then
-    // wait for the completion whatever else happens.
+    // Woken without a completion: an unblock (close, the deadline, a bound), or one that ended
+    // nothing (a deadline moved later meanwhile). Publish kOpWait again first, then check: a
+    // close that lands after the check finds kOpWait and wakes us (as after the first publish).
+    // Cancel once; then wait for the completion whatever else happens.
+    if (!publish_op_wait(s)) weft::this_fiber::yield();
     if (outcome == WaitResult::kReady) {
       outcome = poll_check(pd, s, seq, bounds);
       if (outcome != WaitResult::kReady) {
@@ -132,7 +135,6 @@ QueuedRecv poll_queued_recv(UringRing& ring, PollDesc* pd, void* buf, std::size_
         ring.flush();  // a cancellation is answered promptly, not at the next batch
       }
     }
-    if (!publish_op_wait(s)) weft::this_fiber::yield();
   }
   poll_waiters_add(-1);
   clear_op_wait(s);  // the completion may have found kOpWait and left it for us

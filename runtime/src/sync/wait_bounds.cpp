@@ -65,8 +65,8 @@ void WaitBounds::disarm() noexcept {
 
 void WaitBounds::fire(int why) noexcept {
   int expected = 0;
-  if (!why_.compare_exchange_strong(expected, why, std::memory_order_acq_rel)) return;
-  withdraw_(arg_);
+  if (!why_.compare_exchange_strong(expected, why, std::memory_order_seq_cst)) return;
+  withdraw_(arg_);  // then reads the waiter's word: see fired()
 }
 
 void WaitBounds::on_token_signal(CancelCallback* cb) noexcept {

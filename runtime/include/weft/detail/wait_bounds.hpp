@@ -56,8 +56,10 @@ class WaitBounds {
   bool arm(bool defer_timer = false) noexcept;
   // Detaches and disarms; waits for a withdraw that is running. Idempotent.
   void disarm() noexcept;
-  // Has any bound fired (and which)? 0 while none has; otherwise a CancelSignal::Why.
-  int fired() const noexcept { return why_.load(std::memory_order_acquire); }
+  // Has any bound fired (and which)? 0 while none has; otherwise a CancelSignal::Why. seq_cst,
+  // as is fire()'s store: a lock-free waiter publishes itself, then reads this, while fire()
+  // stores it, then withdraws (reads the waiter's word); one of the two must see the other.
+  int fired() const noexcept { return why_.load(std::memory_order_seq_cst); }
   // The Status for a wait that gave up: "<what>: context canceled" and the like.
   absl::Status status(const char* what) const;
   // The deadline timer, armed only if the token has a deadline (null otherwise).
