@@ -68,9 +68,10 @@ void free_desc(PollDesc* pd) {
 // waiting on the side fires its case: the caller's next call reports the error).
 //
 // Ordering. Whoever unblocks stores its flag first (closing, ctx_why, deadline = kExpired, a
-// wait bound's why: WaitBounds::fire) and then reads the slot; a waiter publishes itself in the slot (kWait, a hook) and then reads the
-// flags. Both sides are seq_cst, so at least one of them sees the other: the unblocker finds the
-// waiter, or the waiter finds the flag (store buffering would otherwise let both miss).
+// wait bound's why: WaitBounds::fire) and then reads the slot; a waiter publishes itself in the
+// slot (kWait, a hook) and then reads the flags. Both sides are seq_cst, so at least one of them
+// sees the other: the unblocker finds the waiter, or the waiter finds the flag (store buffering
+// would otherwise let both miss).
 void unblock(PollDesc::Side& s) noexcept {
   std::uintptr_t old = s.slot.load(std::memory_order_seq_cst);
   for (;;) {
@@ -155,7 +156,8 @@ PollDesc* poll_open(int fd, bool owns_fd, bool queued_reads) {
     s->op_done.store(false, std::memory_order_relaxed);
   }
   epoll_event ev{};
-  ev.events = queued_reads ? EPOLLOUT | EPOLLET : EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
+  ev.events =
+      queued_reads ? EPOLLOUT | EPOLLET : EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
   ev.data.u64 = poll_token(pd);
   if (epoll_ctl(epoll_instance(), EPOLL_CTL_ADD, fd, &ev) != 0) {
     const int err = errno;

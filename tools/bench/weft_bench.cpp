@@ -151,9 +151,9 @@ int park_rss(const bench::Args& a, const char* name, std::chrono::milliseconds s
           });
         }
         started.wait();
-        park_ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                          bench::Clock::now() - t0)
-                                          .count()) /
+        park_ns = static_cast<double>(
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(bench::Clock::now() - t0)
+                          .count()) /
                   static_cast<double>(n);
         // The last fiber to start is a few instructions from parking; give it time to get there.
         weft::this_fiber::sleep_for(settle);
