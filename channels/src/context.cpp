@@ -79,6 +79,12 @@ struct ContextNode {
     if (ContextNode* up = owner_above()) {
       up->mu.lock();
       up->children.erase(this);
+      // A server's context after a burst of connections: its buckets would stay sized for the
+      // burst. At an eighth full, so the cost stays amortised O(1).
+      if (up->children.bucket_count() > 1024 &&
+          up->children.size() * 8 < up->children.bucket_count()) {
+        up->children.rehash(0);
+      }
       up->mu.unlock();
     }
   }

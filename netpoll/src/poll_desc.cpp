@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstddef>
 
+#include "desc_table.hpp"
 #include "epoll_poller.hpp"
 #include "weft/detail/assert.hpp"
 #include "weft/detail/wait_bounds.hpp"
@@ -16,53 +17,7 @@ namespace {
 
 using weft::detail::WaitReason;
 
-// Table: chunks allocated on demand and never freed (see "Reuse" in the header). Lookups by
-// index are lock-free; allocation and the free list take table_mu.
-constexpr std::uint32_t kChunkBits = 12;
-constexpr std::uint32_t kChunkSize = 1u << kChunkBits;
-constexpr std::uint32_t kMaxChunks = 1024;  // 4M descriptors
-
-std::atomic<PollDesc*> g_chunks[kMaxChunks];
-std::mutex g_table_mu;
-std::uint32_t g_nchunks = 0;      // g_table_mu
-PollDesc* g_free_head = nullptr;  // g_table_mu; FIFO, so a closed slot is reused late
-PollDesc* g_free_tail = nullptr;  // g_table_mu
 std::atomic<std::size_t> g_waiters{0};
-
-void fire_deadline(TimerEntry* t);
-
-PollDesc* alloc_desc() {
-  std::lock_guard lock(g_table_mu);
-  if (!g_free_head) {
-    if (g_nchunks == kMaxChunks) return nullptr;
-    auto* chunk = new PollDesc[kChunkSize];
-    for (std::uint32_t i = 0; i < kChunkSize; ++i) {
-      PollDesc* pd = &chunk[i];
-      pd->index = (g_nchunks << kChunkBits) | i;
-      for (PollDesc::Side* s : {&pd->rd, &pd->wr}) {
-        s->owner = pd;
-        s->timer.fire = &fire_deadline;
-      }
-      pd->next_free = nullptr;
-      (g_free_tail ? g_free_tail->next_free : g_free_head) = pd;
-      g_free_tail = pd;
-    }
-    g_chunks[g_nchunks].store(chunk, std::memory_order_release);
-    ++g_nchunks;
-  }
-  PollDesc* pd = g_free_head;
-  g_free_head = pd->next_free;
-  if (!g_free_head) g_free_tail = nullptr;
-  pd->next_free = nullptr;
-  return pd;
-}
-
-void free_desc(PollDesc* pd) {
-  std::lock_guard lock(g_table_mu);
-  pd->next_free = nullptr;
-  (g_free_tail ? g_free_tail->next_free : g_free_head) = pd;
-  g_free_tail = pd;
-}
 
 // A deadline or close: empty the slot, waking a parked waiter so that it re-checks (a select
 // waiting on the side fires its case: the caller's next call reports the error).
@@ -135,11 +90,8 @@ struct WaitCommit {
 }  // namespace
 
 PollDesc* poll_open(int fd, bool owns_fd, bool queued_reads) {
-  PollDesc* pd = alloc_desc();
-  if (!pd) {
-    errno = EMFILE;
-    return nullptr;
-  }
+  PollDesc* pd = desc_alloc();  // index and seq set; the rest is ours to set
+  if (!pd) return nullptr;
   pd->fd = fd;
   pd->owns_fd = owns_fd;
   pd->refs.store(1, std::memory_order_relaxed);
@@ -154,6 +106,9 @@ PollDesc* poll_open(int fd, bool owns_fd, bool queued_reads) {
     s->slot.store(PollDesc::kEmpty, std::memory_order_relaxed);
     s->deadline.store(0, std::memory_order_relaxed);
     s->op_done.store(false, std::memory_order_relaxed);
+    // Disarmed by the last close (finish_close checks), or zero bytes from the table.
+    s->timer = TimerEntry{};
+    s->timer.fire = &fire_deadline;
   }
   epoll_event ev{};
   ev.events =
@@ -161,8 +116,7 @@ PollDesc* poll_open(int fd, bool owns_fd, bool queued_reads) {
   ev.data.u64 = poll_token(pd);
   if (epoll_ctl(epoll_instance(), EPOLL_CTL_ADD, fd, &ev) != 0) {
     const int err = errno;
-    pd->seq.fetch_add(1, std::memory_order_acq_rel);
-    free_desc(pd);
+    desc_free(pd);
     errno = err;
     return nullptr;
   }
@@ -185,9 +139,10 @@ namespace {
 void finish_close(PollDesc* pd) {
   epoll_ctl(epoll_instance(), EPOLL_CTL_DEL, pd->fd, nullptr);
   if (pd->owns_fd) ::close(pd->fd);
-  pd->seq.fetch_add(1, std::memory_order_acq_rel);
+  WEFT_ASSERT(pd->rd.timer.heap_index == -1 && pd->wr.timer.heap_index == -1,
+              "a descriptor freed with a deadline timer armed");
   pd->fd = -1;
-  free_desc(pd);
+  desc_free(pd);  // seq 0: every token for it is stale
 }
 }  // namespace
 
@@ -363,14 +318,8 @@ std::uint64_t poll_token(const PollDesc* pd) noexcept {
   return (static_cast<std::uint64_t>(pd->index) << 32) | pd->seq.load(std::memory_order_acquire);
 }
 
-PollDesc* poll_at(std::uint32_t index) noexcept {
-  if ((index >> kChunkBits) >= kMaxChunks) return nullptr;
-  PollDesc* chunk = g_chunks[index >> kChunkBits].load(std::memory_order_acquire);
-  return chunk ? &chunk[index & (kChunkSize - 1)] : nullptr;
-}
-
 PollDesc* poll_from_token(std::uint64_t token) noexcept {
-  PollDesc* pd = poll_at(static_cast<std::uint32_t>(token >> 32));
+  PollDesc* pd = desc_at(static_cast<std::uint32_t>(token >> 32));
   if (!pd) return nullptr;
   if (pd->seq.load(std::memory_order_acquire) != static_cast<std::uint32_t>(token)) return nullptr;
   return pd;

@@ -16,10 +16,13 @@
 // slot and never overwrites it: once it was woken, the side may already belong to someone else
 // (a select arms from kEmpty or kReady; select_cases.cpp).
 //
-// Reuse. Descriptors are pooled and never freed, so an epoll event that arrives after its fd was
-// closed never touches freed memory. Each registration carries (index, seq) in epoll's data; close
-// bumps seq, so a stale event for a closed (and maybe reused) fd is recognised and dropped, and a
-// fiber that waited on the old fd sees the change and fails with "closed".
+// Reuse. Descriptors live in a type-stable table (desc_table.hpp) and are never destroyed, so an
+// epoll event that arrives after its fd was closed never touches freed memory. Each registration
+// carries (index, seq) in epoll's data; every use of a descriptor gets a seq of its own and a
+// closed one has seq 0, so a stale event for a closed (and maybe reused) fd is recognised and
+// dropped, and a fiber that waited on the old fd sees the change and fails with "closed". The
+// table gives the pages of free descriptors back after a burst: a page read back as zeros is
+// free descriptors, and poll_open sets every field a use depends on.
 //
 // Close and calls in flight (Go's fdMutex, simplified): `refs` counts the owner (the Socket) plus
 // every call in progress. close() marks `closing`, wakes waiters and drops the owner's reference;
@@ -121,7 +124,6 @@ struct PollDesc {
     std::atomic<std::uintptr_t> slot{kEmpty};
     std::atomic<std::int64_t> deadline{0};  // 0: none; kExpired: passed; else steady ns
     TimerEntry timer;                       // armed while deadline > 0
-    PollDesc* owner = nullptr;
     // The queued recv of this side (see "Queued reads"); written by its fiber before it submits,
     // op_res/op_done by the completion.
     std::atomic<std::uint32_t> op_gen{0};
@@ -131,7 +133,7 @@ struct PollDesc {
 
   int fd = -1;
   std::uint32_t index = 0;            // position in the descriptor table
-  std::atomic<std::uint32_t> seq{0};  // bumped by close; part of the epoll data
+  std::atomic<std::uint32_t> seq{0};  // this use's (desc_table.hpp "Seqs"); 0 when free
   std::atomic<bool> closing{false};
   std::atomic<std::uint32_t> refs{0};  // owner + calls in flight; the last one out finishes
   bool owns_fd = true;                 // false for wait_readable/wait_writable's foreign fds
@@ -144,9 +146,8 @@ struct PollDesc {
   // Socket's ctx_mu_; ctx_why also by ctx_cb's fire, and read by every call.
   weft::detail::CancelCallback ctx_cb;
   weft::detail::CancelSignal* ctx_sig = nullptr;  // the bound context's, or null
-  std::atomic<int> ctx_why{0};    // a CancelSignal::Why once the bound context is done; 0 before
-  std::mutex deadline_mu;         // serialises deadline setters (never held by a timer)
-  PollDesc* next_free = nullptr;  // table lock
+  std::atomic<int> ctx_why{0};  // a CancelSignal::Why once the bound context is done; 0 before
+  std::mutex deadline_mu;       // serialises deadline setters (never held by a timer)
 
   Side& side(Mode m) noexcept { return m == Mode::kRead ? rd : wr; }
 };
@@ -201,7 +202,5 @@ WaitResult poll_check(PollDesc* pd, PollDesc::Side& s, std::uint32_t seq,
 bool poll_side_ended(const PollDesc* pd, const PollDesc::Side& s) noexcept;
 // A deadline, close or fired bound: empties the slot, waking (or firing) what waits there.
 void poll_unblock(PollDesc::Side& s) noexcept;
-// The descriptor at a table index (whatever its seq), or null past the table.
-PollDesc* poll_at(std::uint32_t index) noexcept;
 
 }  // namespace weft::net::detail

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <weft/runtime.hpp>
 
+#include "desc_table.hpp"
 #include "weft/detail/kernel_writes_stack.hpp"
 #include "weft/detail/park.hpp"
 #include "weft/detail/wait_bounds.hpp"
@@ -145,7 +146,7 @@ QueuedRecv poll_queued_recv(UringRing& ring, PollDesc* pd, void* buf, std::size_
 
 void poll_op_complete(std::uint64_t token, std::int32_t res,
                       weft::detail::FiberList& ready) noexcept {
-  PollDesc* pd = poll_at(static_cast<std::uint32_t>(token >> 32));
+  PollDesc* pd = desc_at(static_cast<std::uint32_t>(token >> 32));
   if (!pd) return;
   PollDesc::Side& s = (token >> 31) & 1 ? pd->wr : pd->rd;
   if ((s.op_gen.load(std::memory_order_acquire) & kGenMask) != (token & kGenMask)) return;

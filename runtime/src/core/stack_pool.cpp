@@ -178,6 +178,22 @@ void StackPool::drain(StackCache& cache) {
   }
 }
 
+void StackPool::shed_idle_surplus(StackCache& cache) {
+  bool any = false;
+  for (const auto& mine : cache.stacks) any |= mine.size() > StackCache::kIdleCacheKeep;
+  if (!any) return;
+  ThreadMutexLock lock(mu_);
+  for (unsigned c = 0; c < kClasses; ++c) {
+    std::vector<char*>& mine = cache.stacks[c];
+    if (mine.size() <= StackCache::kIdleCacheKeep) continue;
+    // The oldest go; the newest (hottest) stay for the next spawn.
+    const auto surplus = static_cast<std::ptrdiff_t>(mine.size() - StackCache::kIdleCacheKeep);
+    std::vector<char*>& dirty = classes_[c].dirty;
+    dirty.insert(dirty.end(), mine.begin(), mine.begin() + surplus);
+    mine.erase(mine.begin(), mine.begin() + surplus);
+  }
+}
+
 void StackPool::trim() {
   for (unsigned c = 0; c < kClasses; ++c) trim_class(c);
 }

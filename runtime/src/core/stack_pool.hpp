@@ -18,6 +18,9 @@
 // without thrashing stacks that are about to be reused. The hot set (256 stacks per class)
 // halves every interval that had surplus, down to 16, and is restored by an interval that used
 // every cached stack: a burst's stacks go back within about a second of it ending.
+// A worker about to block (idle) keeps kIdleCacheKeep stacks per class in its cache and hands
+// the rest to the shared pool (shed_idle_surplus): otherwise a burst's last 64 stacks per worker
+// stay committed for as long as it sleeps, where no trim can reach them.
 // Threads: acquire/release on a worker's own cache only by that worker; everything else under mu_.
 #pragma once
 
@@ -62,7 +65,10 @@ class StackPool {
   char* acquire(StackCache& cache, unsigned cls);  // lowest usable byte; aborts if out of memory
   void release(StackCache& cache, char* stack, unsigned cls);  // its fiber has finished
   void drain(StackCache& cache);  // moves a worker's caches to the shared pool
-  void trim();                    // see the header comment
+  // The worker is going idle: moves the oldest stacks beyond kIdleCacheKeep per class to the
+  // shared pool (no lock taken unless there are any).
+  void shed_idle_surplus(StackCache& cache);
+  void trim();  // see the header comment
 
   std::uint64_t reserved_bytes() const noexcept;
   std::uint64_t cached() const noexcept;  // stacks in the shared pool (not worker caches)
@@ -98,6 +104,7 @@ class StackPool {
 class StackCache {
  public:
   static constexpr std::size_t kMax = 64;
+  static constexpr std::size_t kIdleCacheKeep = 8;
   std::vector<char*> stacks[StackPool::kClasses];
 };
 

@@ -226,6 +226,8 @@ Fiber* Runtime::find_runnable(Worker& w) {
     // Operations queued by the fibers this worker ran go to the kernel before it blocks or
     // sleeps: a completion they wait for must not wait for the next poll.
     poller_->flush();
+    // Stacks cached beyond a few go where the monitor's trim can give their pages back.
+    stacks_->shed_idle_surplus(w.stacks);
     poll_or_sleep(w);
   }
   if (w.spinning) {

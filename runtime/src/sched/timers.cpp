@@ -100,6 +100,9 @@ void TimerHeap::remove_at(std::size_t i) noexcept {
   TimerEntry* gone = heap_[i];
   TimerEntry* last = heap_.back();
   heap_.pop_back();
+  // After a burst of armed timers (a deadline per connection), give the array back: it never
+  // shrinks by itself. At an eighth full, so the cost stays amortised O(1).
+  if (heap_.capacity() > 4096 && heap_.size() * 8 < heap_.capacity()) heap_.shrink_to_fit();
   gone->heap_index = -1;
   if (i < heap_.size()) {
     place(i, last);

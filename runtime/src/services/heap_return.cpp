@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/fiber_alloc.hpp"
+#include "weft/detail/memory_return.hpp"
 
 namespace weft::detail {
 namespace {
@@ -26,7 +29,10 @@ std::int64_t rss_from_statm() {
   return resident * sysconf(_SC_PAGESIZE);
 }
 
+std::atomic<MemoryReturner> g_returners[kMaxMemoryReturners];
+
 void release_free_memory() {
+  run_memory_returners();
   // Fiber headers cached beyond a few batches go back to malloc first, or they would pin the
   // arena pages they sit in.
   FiberAlloc::release_cached(HeapReturn::kKeepFiberBatches);
@@ -34,6 +40,21 @@ void release_free_memory() {
 }
 
 }  // namespace
+
+void register_memory_returner(MemoryReturner fn) noexcept {
+  for (auto& slot : g_returners) {
+    MemoryReturner cur = nullptr;
+    if (slot.compare_exchange_strong(cur, fn, std::memory_order_acq_rel) || cur == fn) return;
+  }
+  std::fprintf(stderr, "weft: more than %d memory returners registered\n", kMaxMemoryReturners);
+  std::abort();
+}
+
+void run_memory_returners() noexcept {
+  for (auto& slot : g_returners) {
+    if (MemoryReturner fn = slot.load(std::memory_order_acquire)) fn();
+  }
+}
 
 HeapReturn::Hooks HeapReturn::real_hooks() noexcept {
   return Hooks{&rss_from_statm, &release_free_memory};

@@ -7,7 +7,9 @@
 // server measured 6 MB before 8,000 idle clients came and went and 560 MB ten seconds after).
 // malloc_trim(0) returns every free page of every arena (MADV_DONTNEED), and brought that server
 // back to 17 MB. Before it, the fiber-header allocator's global cache beyond a few batches goes
-// back to malloc (FiberAlloc::release_cached): cached headers would pin their arena pages.
+// back to malloc (FiberAlloc::release_cached): cached headers would pin their arena pages. And
+// before both, the layers above give back what they hold (weft/detail/memory_return.hpp: the
+// netpoller's descriptor table).
 //
 // Cost: malloc_trim walks every free chunk of every arena with that arena's lock held, and
 // allocations in that arena wait meanwhile. On a fragmented heap that is long: 1.5M free chunks
@@ -37,7 +39,7 @@ class HeapReturn {
  public:
   struct Hooks {
     std::int64_t (*rss_bytes)();  // the process's resident bytes now
-    void (*release)();            // FiberAlloc::release_cached, then malloc_trim(0)
+    void (*release)();  // the memory returners, FiberAlloc::release_cached, then malloc_trim(0)
   };
   static Hooks real_hooks() noexcept;
 

@@ -236,9 +236,13 @@ void Hibernator::loop() {
 void Hibernator::scan(std::int64_t now) {
   candidates_.clear();
   // Stale entries (the fiber parked again, or ended and its record was reused) only cost a
-  // lookup: a new park has a new time. Cleared now and then so the map stays small.
-  if (++scans_ % 64 == 0) kept_.clear();
+  // lookup: a new park has a new time. Cleared now and then so the map stays small (its
+  // buckets too: after a burst they would stay sized for it).
+  if (++scans_ % 64 == 0) std::unordered_map<const Fiber*, std::int64_t>().swap(kept_);
   const std::size_t cap = std::min<std::size_t>(rt_.fibers_alive() + 64, kMaxCandidatesPerScan);
+  if (candidates_.capacity() > 4096 && candidates_.capacity() > 8 * cap) {
+    std::vector<Fiber*>().swap(candidates_);  // sized for a burst that is over
+  }
   candidates_.reserve(cap);  // no allocation under the registry's spin locks
   rt_.registry().for_each([&](Fiber* f) {
     if (candidates_.size() == cap) return;
