@@ -12,9 +12,14 @@ struct FreeChunk {
   FreeChunk* next;
 };
 
+struct Batch {
+  FreeChunk* head;
+  std::size_t count;  // kBatch, or fewer from an idle thread's shed_thread_cache
+};
+
 struct Global {
   std::mutex mu;
-  std::vector<FreeChunk*> batches;  // each a list of exactly kBatch chunks
+  std::vector<Batch> batches;
 };
 
 Global& global() {
@@ -34,16 +39,16 @@ struct ThreadCache {
       ::operator delete(c, std::align_val_t(FiberAlloc::kAlign));
     }
   }
-  void give_batch() noexcept {
+  void give_batch(std::size_t n = FiberAlloc::kBatch) noexcept {
     FreeChunk* batch = head;
     FreeChunk* last = head;
-    for (std::size_t i = 1; i < FiberAlloc::kBatch; ++i) last = last->next;
+    for (std::size_t i = 1; i < n; ++i) last = last->next;
     head = last->next;
     last->next = nullptr;
-    count -= FiberAlloc::kBatch;
+    count -= n;
     Global& g = global();
     std::lock_guard lock(g.mu);
-    g.batches.push_back(batch);
+    g.batches.push_back(Batch{batch, n});
   }
 };
 
@@ -57,9 +62,9 @@ void* FiberAlloc::allocate() {
     Global& g = global();
     std::unique_lock lock(g.mu);
     if (!g.batches.empty()) {
-      c.head = g.batches.back();
+      c.head = g.batches.back().head;
+      c.count = g.batches.back().count;
       g.batches.pop_back();
-      c.count = kBatch;
     } else {
       lock.unlock();
       return ::operator new(kChunk, std::align_val_t(kAlign));
@@ -79,6 +84,11 @@ void FiberAlloc::deallocate(void* p) noexcept {
   if (++c.count >= 2 * kBatch) c.give_batch();
 }
 
+void FiberAlloc::shed_thread_cache(std::size_t keep) noexcept {
+  ThreadCache& c = t_cache;
+  if (c.count > keep) c.give_batch(c.count - keep);
+}
+
 std::size_t FiberAlloc::release_cached(std::size_t keep_batches) noexcept {
   FreeChunk* victims = nullptr;  // the released batches, chained into one list
   {
@@ -86,7 +96,7 @@ std::size_t FiberAlloc::release_cached(std::size_t keep_batches) noexcept {
     std::lock_guard lock(g.mu);
     // allocate() takes from the back: release from there too (no shifting), keeping the front.
     while (g.batches.size() > keep_batches) {
-      FreeChunk* batch = g.batches.back();
+      FreeChunk* batch = g.batches.back().head;
       g.batches.pop_back();
       FreeChunk* last = batch;
       while (last->next) last = last->next;

@@ -8,7 +8,11 @@
 // One size class (kChunk bytes, 16-byte aligned); bigger or over-aligned closures use operator new.
 // Process-wide and immortal: a Task may free its fiber after run() returned. Chunks are reused;
 // after a burst, release_cached() (the monitor's HeapReturn) gives the global stack's batches
-// beyond a few back to malloc, so the peak number of fiber headers does not stay allocated.
+// back to malloc, so the peak number of fiber headers does not stay allocated. A worker going
+// idle first hands its cache beyond a few chunks to the global stack (shed_thread_cache), as a
+// batch of whatever size it has. Why it matters: chunks come from malloc one at a time, so the
+// ones cached after a burst sit scattered through the heap and each pins its page: ~340 of them
+// kept ~1.3 MB resident in chat_server after 10,000 clients left, against 0.6 MB of live heap.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +36,9 @@ class FiberAlloc {
   }
   static void* allocate();  // a kChunk-byte chunk
   static void deallocate(void* p) noexcept;
+  // The calling thread's cache beyond `keep` chunks goes to the global stack (a worker going
+  // idle: what it caches, no trim can reach).
+  static void shed_thread_cache(std::size_t keep) noexcept;
   // Frees the batches on the global stack beyond `keep_batches` (threads' caches stay as they
   // are). Returns the number of chunks freed. Any thread.
   static std::size_t release_cached(std::size_t keep_batches) noexcept;

@@ -3,6 +3,7 @@
 // the no-lost-wakeup argument in scheduler.hpp.
 #include <algorithm>
 
+#include "core/fiber_alloc.hpp"
 #include "core/thread_parker.hpp"
 #include "sched/scheduler.hpp"
 #include "sched/timers.hpp"
@@ -226,8 +227,10 @@ Fiber* Runtime::find_runnable(Worker& w) {
     // Operations queued by the fibers this worker ran go to the kernel before it blocks or
     // sleeps: a completion they wait for must not wait for the next poll.
     poller_->flush();
-    // Stacks cached beyond a few go where the monitor's trim can give their pages back.
+    // Stacks and fiber headers cached beyond a few go where the monitor's trim can give their
+    // memory back.
     stacks_->shed_idle_surplus(w.stacks);
+    FiberAlloc::shed_thread_cache(kIdleFiberChunks);
     poll_or_sleep(w);
   }
   if (w.spinning) {

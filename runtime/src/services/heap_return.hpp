@@ -53,7 +53,8 @@ class HeapReturn {
 
   static constexpr std::uint64_t kMinDrop = 256;
   static constexpr std::int64_t kSettleNs = 1'000'000'000;
-  static constexpr std::size_t kKeepFiberBatches = 4;  // FiberAlloc batches kept (256 headers)
+  // FiberAlloc batches kept: none, as each cached header pins a page of the heap (fiber_alloc.hpp).
+  static constexpr std::size_t kKeepFiberBatches = 0;
   static constexpr int kFollowUps = 4;
   static constexpr std::int64_t kWorthwhileBytes = 1 << 20;
   static constexpr std::int64_t kMaxBackoff = 32;
