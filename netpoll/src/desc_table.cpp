@@ -2,7 +2,6 @@
 #include "desc_table.hpp"
 
 #include <absl/base/thread_annotations.h>
-#include <absl/synchronization/mutex.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 
@@ -15,6 +14,7 @@
 
 #include "weft/detail/assert.hpp"
 #include "weft/detail/memory_return.hpp"
+#include "weft/detail/thread_mutex.hpp"
 
 namespace weft::net::detail {
 
@@ -89,7 +89,7 @@ bool IndexBitmap::any_taken(std::uint32_t lo, std::uint32_t hi) const noexcept {
 
 namespace {
 
-absl::Mutex g_table_mu;
+weft::detail::ThreadMutex g_table_mu;
 // Published once, under g_table_mu, before any descriptor is handed out; read without the lock.
 std::atomic<char*> g_base{nullptr};
 std::atomic<std::uint32_t> g_capacity{0};
@@ -143,7 +143,7 @@ bool committed(std::uint32_t page) ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_table_mu) {
 }  // namespace
 
 PollDesc* desc_alloc() noexcept {
-  absl::MutexLock lock(&g_table_mu);
+  weft::detail::ThreadMutexLock lock(g_table_mu);
   if (!g_used && !reserve_table()) return nullptr;
   const std::int64_t taken = g_used->take();
   if (taken < 0) {
@@ -172,7 +172,7 @@ PollDesc* desc_alloc() noexcept {
 }
 
 void desc_free(PollDesc* pd) noexcept {
-  absl::MutexLock lock(&g_table_mu);
+  weft::detail::ThreadMutexLock lock(g_table_mu);
   pd->seq.store(0, std::memory_order_release);
   g_used->put(pd->index);
   g_in_use.fetch_sub(1, std::memory_order_relaxed);
@@ -184,7 +184,7 @@ PollDesc* desc_at(std::uint32_t index) noexcept {
 }
 
 std::size_t desc_table_release() noexcept {
-  absl::MutexLock lock(&g_table_mu);
+  weft::detail::ThreadMutexLock lock(g_table_mu);
   if (!g_used) return 0;
   char* base = g_base.load(std::memory_order_relaxed);
   std::size_t given = 0;
@@ -213,7 +213,7 @@ std::size_t desc_table_release() noexcept {
 }
 
 std::size_t desc_table_committed_pages() noexcept {
-  absl::MutexLock lock(&g_table_mu);
+  weft::detail::ThreadMutexLock lock(g_table_mu);
   return g_committed_pages;
 }
 

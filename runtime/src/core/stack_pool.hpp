@@ -29,7 +29,7 @@
 #include <mutex>
 #include <vector>
 
-#include "core/thread_mutex.hpp"
+#include "weft/detail/thread_mutex.hpp"
 
 namespace weft::detail {
 

@@ -26,7 +26,7 @@
 #include <mutex>
 #include <string>
 
-#include "core/thread_mutex.hpp"
+#include "weft/detail/thread_mutex.hpp"
 
 namespace weft::detail {
 

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/thread_mutex.hpp"
+#include "weft/detail/thread_mutex.hpp"
 #include "weft/detail/park.hpp"
 
 namespace weft::detail {

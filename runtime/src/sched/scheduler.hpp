@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "core/fiber.hpp"
-#include "core/thread_mutex.hpp"
+#include "weft/detail/thread_mutex.hpp"
 #include "sched/stack_sizes.hpp"
 #include "sched/tracking.hpp"
 #include "sched/tuning.hpp"

@@ -63,7 +63,7 @@
 #include <vector>
 
 #include "core/stack_restorer.hpp"
-#include "core/thread_mutex.hpp"
+#include "weft/detail/thread_mutex.hpp"
 
 namespace weft::detail {
 

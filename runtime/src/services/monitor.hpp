@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/thread_mutex.hpp"
+#include "weft/detail/thread_mutex.hpp"
 #include "services/heap_return.hpp"
 
 namespace weft::detail {

@@ -1,8 +1,10 @@
 // ThreadMutex: the kernel-thread mutex of the runtime's own bookkeeping (the idle-worker list,
-// the timer heap, the stack pool, the blocking pool, the monitor). A std::mutex declared a
-// capability so that clang's -Wthread-safety checks every ABSL_GUARDED_BY(mu_) field (libstdc++'s
-// std::mutex and std::lock_guard carry no annotations). Waits use std::condition_variable_any
-// on the ThreadMutex itself. Never held across a park: fibers use SpinLock-guarded wait lists.
+// the timer heap, the stack pool, the blocking pool, the monitor) and of the netpoller's
+// descriptor table. A std::mutex declared a capability so that clang's -Wthread-safety checks
+// every ABSL_GUARDED_BY(mu_) field (libstdc++'s std::mutex and std::lock_guard carry no
+// annotations; absl::Mutex does, but Debian's build of it is invisible to TSan, which then
+// reports every field it guards as a race). Waits use std::condition_variable_any on the
+// ThreadMutex itself. Never held across a park: fibers use SpinLock-guarded wait lists.
 #pragma once
 
 #include <absl/base/thread_annotations.h>
