@@ -113,7 +113,9 @@ bool reserve_table() ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_table_mu) {
   rlimit rl{};
   std::uint64_t cap = kMaxDescs;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY) {
-    cap = std::clamp<std::uint64_t>(rl.rlim_max, kMinDescs, kMaxDescs);
+    // Plus some: finish_close closes the fd before it frees the descriptor, so for a moment an
+    // fd number may already serve a new descriptor while its old one is still in use.
+    cap = std::clamp<std::uint64_t>(rl.rlim_max + kMinDescs, kMinDescs, kMaxDescs);
   }
   const auto capacity = static_cast<std::uint32_t>(cap);
   const std::size_t pages = (capacity + kPerPage - 1) / kPerPage;

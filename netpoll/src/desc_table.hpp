@@ -2,7 +2,8 @@
 // and how their memory follows the load.
 //
 // Storage. One mapping, reserved once for `capacity` descriptors: the process's hard fd limit
-// (a live descriptor holds an fd), at least kMinDescs and at most kMaxDescs. It is virtual
+// (a live descriptor holds an fd) plus kMinDescs, at most kMaxDescs. A process that raises its
+// hard limit later than its first socket gets EMFILE past the capacity. It is virtual
 // (MAP_NORESERVE): a page is committed when a descriptor on it is first used. kPerPage
 // descriptors fill a 4 KiB page and none straddles two, so every page can be given back alone.
 // Descriptors are type-stable: never unmapped and never destroyed, so a stale reader (an epoll
