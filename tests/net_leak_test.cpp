@@ -214,7 +214,7 @@ TEST(NetLeak, EchoServerRssReturnsAfterABurstOfIdleConnections) {
 TEST(NetLeak, ChatServerRssReturnsAfterABurstOfIdleConnections) {
   if (kSanitized) GTEST_SKIP() << "RSS under a sanitizer says nothing about weft's";
   // Measured: +1.3-2.5 MB on a 5.9 MB fresh process (glibc's arenas keep pages that hold a
-  // few live chunks); +2.4-3.5 MB before the table and the idle caches gave theirs back, +550 MB
+  // few live chunks); +2.2-2.6 MB before the table and the idle caches gave theirs back, +550 MB
   // before the heap return.
   check_rss_returns(WEFT_CHAT_SERVER, 5L << 20);
 }

@@ -43,12 +43,12 @@
 #include <vector>
 
 #include "core/fiber.hpp"
-#include "weft/detail/thread_mutex.hpp"
 #include "sched/stack_sizes.hpp"
 #include "sched/tracking.hpp"
 #include "sched/tuning.hpp"
 #include "sched/worker.hpp"
 #include "weft/detail/poller.hpp"
+#include "weft/detail/thread_mutex.hpp"
 #include "weft/runtime.hpp"
 
 namespace weft::detail {

@@ -17,8 +17,8 @@
 #include <mutex>
 #include <vector>
 
-#include "weft/detail/thread_mutex.hpp"
 #include "weft/detail/park.hpp"
+#include "weft/detail/thread_mutex.hpp"
 
 namespace weft::detail {
 

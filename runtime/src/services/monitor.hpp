@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "weft/detail/thread_mutex.hpp"
 #include "services/heap_return.hpp"
+#include "weft/detail/thread_mutex.hpp"
 
 namespace weft::detail {
 
