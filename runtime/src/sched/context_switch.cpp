@@ -104,9 +104,56 @@ inline void sanitizer_after_jump(Worker& w) {
 #endif
 }
 
+// The exit half of a switch away from a finished fiber: its stack goes back to the pool and
+// its header to its last reference holder.
+[[gnu::noinline]] void free_exited_fiber(Worker& w, Fiber* f) {
+  if (StackProfiler* prof = w.rt->profiler()) {
+    prof->record(f->name, f->stack.load(std::memory_order_relaxed),
+                 w.rt->stacks().class_size(f->stack_class), f->unwound);
+  }
+  w.rt->stacks().release(w.stacks, f->stack.load(std::memory_order_relaxed), f->stack_class);
+  w.stacks_in_use.fetch_sub(1, std::memory_order_relaxed);
+  f->stack.store(nullptr, std::memory_order_relaxed);
+#if defined(__SANITIZE_THREAD__)
+  __tsan_destroy_fiber(f->tsan_fiber);
+  f->tsan_fiber = nullptr;
+#endif
+  fiber_release(f);
+}
+
+// The second half of every switch, run by the code that resumes: the jump's data is the worker
+// of the thread that jumped, which is the thread running us now (so no thread-local lookup).
+// It stores the context of the side that switched away and runs its pending action, once that
+// side's stack is no longer in use: push it (yield), publish it as parked via its commit (park),
+// or free its stack (exit).
+inline Worker& after_switch(transfer_t t) {
+  Worker& w = *static_cast<Worker*>(t.data);
+  sanitizer_after_jump(w);
+  const Pending::Kind kind = w.pending.kind;
+  Fiber* const from = w.pending.from;
+  w.pending.kind = Pending::kNone;
+  if (from) {
+    from->ctx.store(t.fctx, std::memory_order_relaxed);
+  } else {
+    w.sched_ctx = t.fctx;
+  }
+  if (kind == Pending::kYield) [[likely]] {
+    fiber_set_state(from, FiberState::kRunnable);
+    w.rt->push_local(w, from);
+  } else if (kind == Pending::kPark) {
+    fiber_set_state(from, FiberState::kParked, std::memory_order_release);
+    // The park was called off: nobody else knows the fiber, so it is ours to requeue.
+    if (!w.pending.commit(w.pending.arg)) w.rt->ready(from, &w, Runtime::kQueueTail);
+  } else if (kind == Pending::kExit) {
+    free_exited_fiber(w, from);
+  }
+  restore_thread_state(w, w.current);
+  if (w.current) w.rt->maybe_run_timers_and_poll(w);
+  return w;
+}
+
 void fiber_trampoline(transfer_t t) {
-  after_switch(t.fctx);
-  Worker* w = current_worker();
+  Worker* w = &after_switch(t);
   Fiber* self = w->current;
   try {
     self->ops->run(self->storage());
@@ -137,7 +184,7 @@ void prepare_first_run(Worker& w, Fiber* f) {
 #endif
 }
 
-void switch_to(Worker& w, Fiber* next) {
+Worker& switch_to(Worker& w, Fiber* next) {
   Fiber* from = w.current;
   const bool exiting = w.pending.kind == Pending::kExit;
   if (!exiting) save_thread_state(w, from);
@@ -158,16 +205,14 @@ void switch_to(Worker& w, Fiber* next) {
     target = w.sched_ctx;
   }
   w.current = next;
-  w.running.store(next, std::memory_order_relaxed);
   w.running_id.store(next ? next->id : 0, std::memory_order_relaxed);
   sanitizer_before_jump(w, from, next, exiting);
-  transfer_t t = jump_fcontext(target, nullptr);
-  after_switch(t.fctx);
+  return after_switch(jump_fcontext(target, &w));
 }
 
 void resume_from_scheduler(Worker& w, Fiber* f) {
   w.pending = Pending{Pending::kNone, nullptr, nullptr, nullptr};
-  switch_to(w, f);
+  (void)switch_to(w, f);
 }
 
 void bind_thread_state(Worker& w) noexcept {
@@ -175,55 +220,12 @@ void bind_thread_state(Worker& w) noexcept {
   w.eh_globals = __cxxabiv1::__cxa_get_globals();
 }
 
-void after_switch(void* from_ctx) {
-  Worker& w = *current_worker();
-  sanitizer_after_jump(w);
-  const Pending p = w.pending;
-  w.pending.kind = Pending::kNone;
-  if (p.from) {
-    p.from->ctx.store(from_ctx, std::memory_order_relaxed);
-  } else {
-    w.sched_ctx = from_ctx;
-  }
-  switch (p.kind) {
-    case Pending::kNone:
-      break;
-    case Pending::kYield:
-      fiber_set_state(p.from, FiberState::kRunnable);
-      w.rt->push_local(w, p.from);
-      break;
-    case Pending::kPark:
-      fiber_set_state(p.from, FiberState::kParked, std::memory_order_release);
-      // The park was called off: nobody else knows the fiber, so it is ours to requeue.
-      if (!p.commit(p.arg)) w.rt->ready(p.from, &w, Runtime::kQueueTail);
-      break;
-    case Pending::kExit: {
-      Fiber* f = p.from;
-      if (StackProfiler* prof = w.rt->profiler()) {
-        prof->record(f->name, f->stack.load(std::memory_order_relaxed),
-                     w.rt->stacks().class_size(f->stack_class), f->unwound);
-      }
-      w.rt->stacks().release(w.stacks, f->stack.load(std::memory_order_relaxed), f->stack_class);
-      w.stacks_in_use.fetch_sub(1, std::memory_order_relaxed);
-      f->stack.store(nullptr, std::memory_order_relaxed);
-#if defined(__SANITIZE_THREAD__)
-      __tsan_destroy_fiber(f->tsan_fiber);
-      f->tsan_fiber = nullptr;
-#endif
-      fiber_release(f);
-      break;
-    }
-  }
-  restore_thread_state(w, w.current);
-  if (w.current) w.rt->maybe_run_timers_and_poll(w);
-}
-
 void exit_current_fiber(Worker& w) {
   Fiber* self = w.current;
   fiber_finished_bookkeeping(w, self);
   Worker& w2 = *current_worker();
   w2.pending = Pending{Pending::kExit, self, nullptr, nullptr};
-  switch_to(w2, w2.rt->pick_next(w2));
+  (void)switch_to(w2, w2.rt->pick_next(w2));
   __builtin_unreachable();
 }
 

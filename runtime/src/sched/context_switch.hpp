@@ -9,13 +9,13 @@ namespace weft::detail {
 
 // `w.pending` must be set. next == null: switch to w's
 // scheduler context. Returns in the resumed context (maybe on another thread) after running the
-// pending action recorded by whoever switched to us.
-void switch_to(Worker& w, Fiber* next);
+// pending action recorded by whoever switched to us, with the worker that runs the caller now:
+// callers read it instead of the thread-local (current_worker()).
+[[nodiscard]] Worker& switch_to(Worker& w, Fiber* next);
 // Called by the scheduler context to start or resume `f`.
 void resume_from_scheduler(Worker& w, Fiber* f);
 // Prepares a never-run fiber: takes a stack and builds its initial context.
 void prepare_first_run(Worker& w, Fiber* f);
-void after_switch(void* from_ctx);
 // Caches the calling thread's errno and exception-globals addresses in `w` (its own thread).
 void bind_thread_state(Worker& w) noexcept;
 // Never returns, but deliberately not [[noreturn]]: ASan instruments calls to noreturn functions

@@ -67,8 +67,7 @@ void park(CommitFn commit, void* arg, WaitReason reason, std::int64_t reason_arg
   track_park(parks, self, rt->coarse_now());  // parked_at_ns; exact when sampled
   w->coop_count = 0;  // a park ends the run of operations that completed at once
   w->pending = Pending{Pending::kPark, self, commit, arg};
-  switch_to(*w, rt->pick_next(*w));
-  Fiber* me = current_fiber();
+  Fiber* me = switch_to(*w, rt->pick_next(*w)).current;
   me->wait_reason.store(WaitReason::kNone, std::memory_order_relaxed);
   if (me->unwind_requests > 0 && std::uncaught_exceptions() == 0) throw FiberUnwind{};
 }
@@ -113,8 +112,7 @@ void this_fiber::yield() {
   if (!next && !rt->stopping()) return;
   track_yield(w->yield_tick, w->current);
   w->pending = Pending{Pending::kYield, w->current, nullptr, nullptr};
-  switch_to(*w, next);
-  Fiber* me = current_fiber();
+  Fiber* me = switch_to(*w, next).current;
   if (me->unwind_requests > 0 && std::uncaught_exceptions() == 0) throw FiberUnwind{};
 }
 

@@ -27,10 +27,8 @@ void Runtime::push_global(Fiber* f) noexcept {
   }
 }
 
-void Runtime::push_local(Worker& w, Fiber* f) noexcept {
-  WEFT_ASSERT(current_worker() == &w, "push_local from a thread that does not own the queue");
+void Runtime::push_spill(Worker& w, Fiber* f) noexcept {
   // Once anything has spilled, later fibers queue behind it: FIFO across ring and spill.
-  if (w.spill.empty() && w.runq.push(f)) return;
   w.spill.push(f);
   w.spill_size.store(w.spill.size, std::memory_order_relaxed);
 }

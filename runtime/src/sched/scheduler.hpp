@@ -23,9 +23,10 @@
 //  4. The futex wait compares a per-worker sequence number read before the re-check, so a wake
 //     that lands between the re-check and the syscall makes the syscall return at once.
 //
-// Thread-locals: current_worker() is non-inlined and every path re-reads it after a switch,
-// because a fiber may resume on another kernel thread (the compiler may cache a TLS address
-// within one function).
+// Thread-locals: a fiber may resume on another kernel thread, and the compiler may cache a TLS
+// address within one function, so no path keeps a worker across a switch: park and yield take
+// the worker switch_to returns (the jump carries it), and everything else re-reads
+// current_worker(), which is never inlined.
 //
 // Where Runtime's members live: queues.cpp (ready, submit_spawned, push_*/pop_*, refill_runq,
 // pick_next, steal, queues_empty), idle.cpp (the idle path, the poller seat,
@@ -47,6 +48,7 @@
 #include "sched/tracking.hpp"
 #include "sched/tuning.hpp"
 #include "sched/worker.hpp"
+#include "weft/detail/assert.hpp"
 #include "weft/detail/poller.hpp"
 #include "weft/detail/thread_mutex.hpp"
 #include "weft/runtime.hpp"
@@ -61,6 +63,8 @@ class Monitor;
 class TimerHeap;
 class Registry;
 class StackProfiler;
+
+Worker* current_worker() noexcept;  // below
 
 class Runtime {
  public:
@@ -102,7 +106,12 @@ class Runtime {
   void push_global(Fiber* f) noexcept;
   // Owner only: appends to w's run queue, or to its spill list when the ring is full or
   // anything already waits there (one FIFO across both).
-  void push_local(Worker& w, Fiber* f) noexcept;
+  void push_local(Worker& w, Fiber* f) noexcept {
+    WEFT_ASSERT(current_worker() == &w, "push_local from a thread that does not own the queue");
+    if (w.spill.empty() && w.runq.push(f)) [[likely]]
+      return;
+    push_spill(w, f);
+  }
   // Wakes an idle worker if none is spinning, so new work does not wait.
   void wake_idle_worker() noexcept;
   // A new earliest timer: interrupts the worker blocked in the poller (the one that keeps time)
@@ -153,6 +162,8 @@ class Runtime {
   void worker_loop(Worker& w);
   Fiber* find_runnable(Worker& w);  // blocks in the idle path; null when stopping
   Fiber* steal(Worker& w) noexcept;
+  // push_local's slow half: the ring is full, or fibers already wait on the spill list.
+  void push_spill(Worker& w, Fiber* f) noexcept;
   Fiber* pop_global(Worker& w) noexcept;
   // With a single worker nobody steals, so the owner's pop needs no CAS.
   Fiber* pop_runq(Worker& w) noexcept {

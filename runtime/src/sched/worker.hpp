@@ -85,9 +85,7 @@ struct alignas(64) Worker {
   LatencyHistogram latency_hist;  // runnable -> running, recorded by switch_to
 
   // Monitor view.
-  std::atomic<Fiber*> running{nullptr};      // the fiber it runs now (null when in the scheduler);
-                                             // the monitor compares it, never dereferences it
-  std::atomic<std::uint64_t> running_id{0};  // that fiber's id
+  std::atomic<std::uint64_t> running_id{0};  // id of the fiber it runs now; 0 in the scheduler
   std::atomic<bool> idle{false};             // in the idle path (sleeping, spinning or polling)
   std::atomic<bool> stuck{false};            // the monitor saw one fiber hold it too long
   std::uint64_t mon_seen_seq = 0;            // monitor thread only

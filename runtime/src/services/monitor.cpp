@@ -102,8 +102,8 @@ void Monitor::check_watchdog(std::int64_t now) {
   for (unsigned i = 0; i < rt_.nworkers(); ++i) {
     Worker& w = rt_.worker(i);
     const std::uint64_t seq = w.switches.load(std::memory_order_relaxed);
-    Fiber* f = w.running.load(std::memory_order_relaxed);
-    if (!f || seq != w.mon_seen_seq) {
+    const std::uint64_t id = w.running_id.load(std::memory_order_relaxed);
+    if (id == 0 || seq != w.mon_seen_seq) {
       w.mon_seen_seq = seq;
       w.mon_stuck_since = now;
       if (w.stuck.load(std::memory_order_relaxed)) w.stuck.store(false, std::memory_order_relaxed);
@@ -113,8 +113,8 @@ void Monitor::check_watchdog(std::int64_t now) {
     w.mon_reported_seq = seq;
     w.stuck.store(true, std::memory_order_relaxed);
     reports_.fetch_add(1, std::memory_order_relaxed);
-    // `f` may finish and be freed at any moment: only its id (copied by the worker) is safe.
-    const std::uint64_t id = w.running_id.load(std::memory_order_relaxed);
+    // The fiber may finish and be freed at any moment: only its id (copied by the worker) is
+    // safe to read.
     const std::string name = rt_.registry().name_by_id(id);
     std::fprintf(stderr,
                  "weft: watchdog: fiber %llu \"%s\" has held worker %u for %lld ms without "
