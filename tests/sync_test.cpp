@@ -197,6 +197,64 @@ TEST_P(SyncTest, MutexWaiterIsNotStarved) {
   EXPECT_TRUE(got);
 }
 
+TEST_P(SyncTest, MutexKeepsExclusionAndProgressWithWokenTurnsStarvationAndTimedLockers) {
+  // Many fibers per worker on one mutex, mixing lock(), try_lock_for() (whose timeouts withdraw
+  // queued waiters) and try_lock(), with sections that yield or sleep past the 1 ms starvation
+  // threshold: the woken-waiter turn (kWoken), hand-offs (kStarving) and withdrawals all happen.
+  // What must hold whatever the interleaving: one holder at a time, every acquisition counted
+  // once, and every fiber finishes.
+  const int kFibers = 8 * static_cast<int>(workers());
+  const int kIters = static_cast<int>(scaled(1500));
+  struct Totals {
+    std::int64_t value, acquired;
+  };
+  const Totals t = weft::run(
+      [&] {
+        weft::Mutex mu;
+        std::int64_t value = 0;  // guarded by mu
+        int inside = 0;          // guarded by mu
+        std::atomic<std::int64_t> acquired{0};
+        std::vector<weft::Task<void>> ts;
+        for (int f = 0; f < kFibers; ++f) {
+          ts.push_back(weft::spawn([&, f] {
+            for (int i = 0; i < kIters; ++i) {
+              bool got = true;
+              switch ((f + i) % 4) {
+                case 0:
+                case 1:
+                  mu.lock();
+                  break;
+                case 2:
+                  got = mu.try_lock_for(std::chrono::microseconds(50 + 10 * (i % 7)));
+                  break;
+                default:
+                  got = mu.try_lock();
+                  break;
+              }
+              if (!got) continue;
+              EXPECT_EQ(++inside, 1);
+              ++value;
+              if (i % 97 == 0) {
+                weft::this_fiber::sleep_for(std::chrono::microseconds(1500));  // others starve
+              } else if (i % 13 == 0) {
+                weft::this_fiber::yield();
+              }
+              --inside;
+              mu.unlock();
+              acquired.fetch_add(1, std::memory_order_relaxed);
+            }
+          }));
+        }
+        for (auto& task : ts) task.join();
+        std::lock_guard lock(mu);  // the mutex is free and usable at the end
+        return Totals{value, acquired.load()};
+      },
+      opts());
+  EXPECT_EQ(t.value, t.acquired);
+  // The lock() calls alone, about half of the iterations, always succeed.
+  EXPECT_GE(t.acquired, static_cast<std::int64_t>(kFibers) * (kIters / 2 - 2));
+}
+
 // ---- CondVar ------------------------------------------------------------------------------------
 
 TEST_P(SyncTest, CondVarProducerConsumer) {

@@ -49,7 +49,10 @@ class Mutex {
  private:
   absl::Status lock_slow(const CancelToken* bound);
   void unlock_slow();
-  // bit 0: locked; bit 1: waiters queued (unlock must look at the queue)
+  void wake_waiter(std::uint32_t seen);
+  void pass_woken_turn();
+  void after_waiter_withdrew() ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_);
+  // Locked, waiters queued, a woken waiter on its way, starvation mode (runtime/src/sync/sync.cpp).
   std::atomic<std::uint32_t> state_{0};
   detail::SpinLock guard_;  // guards waiters_
   detail::WaitList waiters_ ABSL_GUARDED_BY(guard_);
