@@ -96,4 +96,42 @@ TEST(NetFairness, ThousandsOfReadyConnectionsFinishWithinThreeRoundsOfEachOther)
                          << " rounds of " << kConns << " connections apart (fair: about 1)";
 }
 
+// A busy worker collects I/O only while its own queue is short (kBusyPollMaxQueued), so that
+// readiness goes to a worker that will run it soon. A queue that never gets short -- more fibers
+// than that, each yielding in a loop -- must still not starve the sockets: past a backstop any
+// busy worker polls. One worker, so that nobody is ever idle to poll instead; without the
+// backstop the round trips below never complete (the test hangs until ctest's timeout).
+TEST(NetFairness, SocketsAreServedWhileALongQueueOfYieldingFibersNeverDrains) {
+  constexpr int kYielders = 200;  // well over kBusyPollMaxQueued
+  constexpr int kRoundTrips = 50;
+  weft::run(
+      [&] {
+        auto l = must(net::listen_tcp("127.0.0.1:0"), "listen");
+        std::atomic<bool> stop{false};
+        weft::WaitGroup yielders;
+        yielders.add(kYielders);
+        for (int i = 0; i < kYielders; ++i) {
+          weft::go([&] {
+            while (!stop.load(std::memory_order_relaxed)) weft::this_fiber::yield();
+            yielders.done();
+          });
+        }
+        auto server = weft::spawn([&] { echo_until_eof(must(l.accept(), "accept")); });
+        net::TcpStream c = must(net::dial_tcp(l.local_addr(), kIoBound), "dial");
+        c.set_deadline(in(kIoBound));
+        for (int k = 0; k < kRoundTrips; ++k) {
+          const char out = static_cast<char>('a' + k % 26);
+          must_ok(c.write_all(std::string_view(&out, 1)), "write");
+          char back = 0;
+          ASSERT_EQ(must(c.read(&back, 1), "read"), 1u);
+          ASSERT_EQ(back, out);
+        }
+        c.close();
+        server.join();
+        stop = true;
+        yielders.wait();
+      },
+      with_workers(1));
+}
+
 }  // namespace

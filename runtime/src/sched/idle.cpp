@@ -17,9 +17,17 @@ void Runtime::run_timers_and_poll(Worker& w) noexcept {
   poller_->flush();  // operations this worker's fibers queued reach the kernel while it stays busy
   // While every worker is busy nobody sits in the poller, so I/O readiness would wait for the
   // next idle moment; a busy worker collects it when nobody has polled for a while (Go's sysmon
-  // netpoll). Only with fibers parked on the poller, and never concurrently with the poller seat.
+  // netpoll). Only with fibers parked on the poller, never concurrently with the poller seat, and
+  // only by a worker whose own queue is short: what it collects goes to its queue's tail, so the
+  // readiness reaches the worker that will run it soonest (Go polls from a P that ran dry). A
+  // worker with a backlog leaves the events in the kernel's ready list, which is FIFO too; it
+  // polled regardless before, and on 16 cores echo at 5,000 connections and 4 workers had a p99
+  // 2.4-2.8x Go's while its median was half Go's. A queue that never drains (fibers that keep
+  // yielding) must not starve I/O, so past kBusyPollBackstopNs any busy worker polls.
+  const std::int64_t since_poll = now - last_poll_ns_.load(std::memory_order_relaxed);
+  const bool short_queue = w.runq.size() + w.spill.size <= kBusyPollMaxQueued;
   if (poller_->waiters() > 0 &&
-      now - last_poll_ns_.load(std::memory_order_relaxed) > kBusyPollIntervalNs &&
+      since_poll > (short_queue ? kBusyPollIntervalNs : kBusyPollBackstopNs) &&
       !polling_.exchange(true, std::memory_order_acq_rel)) {
     last_poll_ns_.store(now, std::memory_order_relaxed);
     FiberList ready;
