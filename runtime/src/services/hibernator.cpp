@@ -241,14 +241,15 @@ void Hibernator::scan(std::int64_t now) {
   if (++scans_ % 64 == 0) std::unordered_map<const Fiber*, std::int64_t>().swap(kept_);
   const std::size_t cap = std::min<std::size_t>(rt_.fibers_alive() + 64, kMaxCandidatesPerScan);
   if (candidates_.capacity() > 4096 && candidates_.capacity() > 8 * cap) {
-    std::vector<Fiber*>().swap(candidates_);  // sized for a burst that is over
+    std::vector<Candidate>().swap(candidates_);  // sized for a burst that is over
   }
   candidates_.reserve(cap);  // no allocation under the registry's spin locks
   rt_.registry().for_each([&](Fiber* f) {
     if (candidates_.size() == cap) return;
     if (f->state.load(std::memory_order_acquire) != FiberState::kParked) return;
     if (f->hibernation.load(std::memory_order_relaxed) != 0) return;
-    if (!f->stack.load(std::memory_order_relaxed)) return;
+    const char* const stack = f->stack.load(std::memory_order_relaxed);
+    if (!stack) return;
     const std::int64_t parked_at = f->parked_at_ns.load(std::memory_order_relaxed);
     if (now - parked_at < after_ns_) return;
     if (!kept_.empty()) {  // find() allocates nothing: safe under the spin lock
@@ -261,14 +262,17 @@ void Hibernator::scan(std::int64_t now) {
     // The kernel may write into its stack at any moment (weft/detail/kernel_writes_stack.hpp).
     if (f->kernel_writes_stack.load(std::memory_order_relaxed) != 0) return;
     f->refs.fetch_add(1, std::memory_order_relaxed);  // registered, so not yet freed
-    candidates_.push_back(f);
+    candidates_.push_back({stack, f});
   });
-  // In address order, so that neighbouring slots register into one run.
-  std::sort(candidates_.begin(), candidates_.end(), [](Fiber* a, Fiber* b) {
-    return a->stack.load(std::memory_order_relaxed) < b->stack.load(std::memory_order_relaxed);
-  });
+  // In address order, so that neighbouring slots register into one run. By the addresses read
+  // above: a candidate woken meanwhile may end and clear its stack field, and a key that changes
+  // under std::sort breaks its ordering assumptions (its unguarded insertion then walked off the
+  // front of the vector: a SEGV in the scan, once under TSan). hibernate() re-checks each one.
+  std::sort(candidates_.begin(), candidates_.end(),
+            [](const Candidate& a, const Candidate& b) { return a.stack < b.stack; });
   unsigned since_faults = 0;
-  for (Fiber* f : candidates_) {
+  for (const Candidate& c : candidates_) {
+    Fiber* const f = c.fiber;
     {
       ThreadMutexLock lock(mu_);
       hibernate(f);

@@ -146,7 +146,13 @@ class Hibernator final : public StackRestorer {
   std::unique_ptr<unsigned char[]> page_buf_ ABSL_GUARDED_BY(mu_);
   std::atomic<std::uint64_t> hibernated_{0}, image_bytes_{0}, released_bytes_{0}, hibernations_{0},
       restores_{0}, fault_restores_{0};
-  std::vector<Fiber*> candidates_;  // the hibernator thread's alone, as are the next two
+  // A scan's candidates with their stack addresses as read when collected: the sort key must
+  // not change under std::sort, and a candidate may end (its stack field cleared) meanwhile.
+  struct Candidate {
+    const char* stack;
+    Fiber* fiber;
+  };
+  std::vector<Candidate> candidates_;  // the hibernator thread's alone, as are the next two
   // Fibers whose image would have saved too little, by the park (parked_at_ns) it was tried on.
   std::unordered_map<const Fiber*, std::int64_t> kept_;
   std::uint64_t scans_ = 0;
