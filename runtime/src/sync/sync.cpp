@@ -115,8 +115,9 @@ absl::Status Mutex::lock_slow(const CancelToken* bound) {
       if (starving) next |= kStarving;
       if (next == s || state_.compare_exchange_weak(s, next, std::memory_order_relaxed)) break;
     }
-    woken = false;
     // A waiter that was woken and lost the race goes back to the front (Go's LIFO requeue).
+    const bool front = woken;
+    woken = false;
     // Given back on unwind: a hand-off is unlocked, a woken turn passed on.
     const auto give_back = [this](std::uint32_t grant) {
       if (grant == kHandoff) {
@@ -125,7 +126,6 @@ absl::Status Mutex::lock_slow(const CancelToken* bound) {
         pass_woken_turn();
       }
     };
-    const bool front = node.grant == kWokenTurn;
     if (bound) {
       absl::Status st = detail::queue_and_park_bounded(
           guard_, waiters_, node, WaitReason::kMutex, give_back, *bound, "weft::Mutex::lock",
