@@ -76,9 +76,12 @@ TEST(StackPool, EachClassHandsOutStacksOfItsSizeAndTakesThemBack) {
   for (std::size_t i = 0; i + 1 < got.size(); ++i) {
     EXPECT_LE(got[i].first + pool.class_size(got[i].second), got[i + 1].first) << "stacks overlap";
   }
+  // The caches hold the rest of each class's carved batch; the released stacks go on top.
+  const std::size_t small_before = cache.stacks[small].size();
+  const std::size_t big_before = cache.stacks[big].size();
   for (auto [s, cls] : got) pool.release(cache, s, cls);
-  EXPECT_EQ(cache.stacks[small].size(), 2u);
-  EXPECT_EQ(cache.stacks[big].size(), 2u);
+  EXPECT_EQ(cache.stacks[small].size(), small_before + 2);
+  EXPECT_EQ(cache.stacks[big].size(), big_before + 2);
   const std::set<char*> smalls(cache.stacks[small].begin(), cache.stacks[small].end());
   EXPECT_EQ(smalls.count(pool.acquire(cache, small)), 1u) << "a class hands back its own stacks";
   pool.drain(cache);
@@ -154,42 +157,103 @@ TEST(StackPool, CacheIsLifoAndOverflowsItsOlderHalfToTheSharedPool) {
   pool.release(cache, a, 0);
   pool.drain(cache);
 
+  StackPool fresh(16 << 10, true);
   StackCache c2;
   std::vector<char*> stacks;
-  const std::size_t n = StackCache::kMax + 1;
-  for (std::size_t i = 0; i < n; ++i) stacks.push_back(pool.acquire(c2, 0));
-  // acquire() refilled c2 from the shared pool (the one drained stack) and carved the rest.
-  EXPECT_EQ(pool.cached(), 0u);
-  for (std::size_t i = 0; i < StackCache::kMax; ++i) pool.release(c2, stacks[i], 0);
+  // Whole carved batches, so that c2 ends up empty and holds only what is released below.
+  const std::size_t n = StackCache::kMax + StackPool::kRefillBatch;
+  for (std::size_t i = 0; i < n; ++i) stacks.push_back(fresh.acquire(c2, 0));
+  EXPECT_TRUE(c2.stacks[0].empty());
+  EXPECT_EQ(fresh.cached(), 0u);
+  for (std::size_t i = 0; i < StackCache::kMax; ++i) fresh.release(c2, stacks[i], 0);
   EXPECT_EQ(c2.stacks[0].size(), StackCache::kMax);
-  EXPECT_EQ(pool.cached(), 0u);
-  pool.release(c2, stacks[StackCache::kMax],
-               0);  // overflow: the older half goes to the shared pool
-  EXPECT_EQ(pool.cached(), StackCache::kMax / 2);
+  EXPECT_EQ(fresh.cached(), 0u);
+  fresh.release(c2, stacks[StackCache::kMax], 0);  // overflow: the older half goes to the pool
+  EXPECT_EQ(fresh.cached(), StackCache::kMax / 2);
   EXPECT_EQ(c2.stacks[0].size(), StackCache::kMax / 2 + 1);
   EXPECT_EQ(c2.stacks[0].back(), stacks[StackCache::kMax]);
   EXPECT_EQ(c2.stacks[0].front(), stacks[StackCache::kMax / 2]) << "the newest half stays";
-  pool.drain(c2);
+  for (std::size_t i = StackCache::kMax + 1; i < n; ++i) fresh.release(c2, stacks[i], 0);
+  fresh.drain(c2);
   EXPECT_TRUE(c2.stacks[0].empty());
-  EXPECT_EQ(pool.cached(), StackCache::kMax + 1);
+  EXPECT_EQ(fresh.cached(), n);
+}
+
+// Fresh slots come a batch at a time too: one lock round trip carves kRefillBatch of them.
+TEST(StackPool, AnEmptyPoolCarvesFreshStacksInABatch) {
+  StackPool pool(16 << 10, true);
+  StackCache c;
+  char* first = pool.acquire(c, 0);
+  ASSERT_EQ(c.stacks[0].size(), StackPool::kRefillBatch - 1);
+  const std::size_t slot = pool.stack_size() + pool.page_size();
+  // The cache hands them out lowest first, one slot apart, each above its own guard page.
+  for (std::size_t i = 1; i < StackPool::kRefillBatch; ++i) {
+    char* s = pool.acquire(c, 0);
+    EXPECT_EQ(s, first + i * slot);
+    std::memset(s, 0x11, pool.stack_size());
+  }
+  EXPECT_TRUE(c.stacks[0].empty());
+  EXPECT_EQ(pool.reserved_bytes(), 256 * slot);
+}
+
+// Threads carving fresh stacks at once (their guards installed outside the lock) get disjoint
+// stacks, each whole and writable.
+TEST(StackPool, ThreadsCarvingAtOnceGetDisjointWritableStacks) {
+  constexpr int kThreads = 4;
+  constexpr std::size_t kEach = 600;  // several regions' worth between them
+  StackPool pool(16 << 10, true);
+  std::vector<std::vector<char*>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      StackCache cache;
+      for (std::size_t i = 0; i < kEach; ++i) {
+        char* s = pool.acquire(cache, 0);
+        s[0] = static_cast<char>(t + 1);
+        s[pool.stack_size() - 1] = static_cast<char>(t + 1);
+        got[static_cast<std::size_t>(t)].push_back(s);
+      }
+      pool.drain(cache);  // the batch's unused rest; the stacks in `got` stay held
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::vector<std::pair<char*, int>> all;
+  for (int t = 0; t < kThreads; ++t) {
+    for (char* s : got[static_cast<std::size_t>(t)]) all.emplace_back(s, t);
+  }
+  std::sort(all.begin(), all.end());
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const char mark = static_cast<char>(all[i].second + 1);
+    EXPECT_EQ(all[i].first[0], mark);
+    EXPECT_EQ(all[i].first[pool.stack_size() - 1], mark);
+    if (i + 1 < all.size()) {
+      ASSERT_GE(static_cast<std::size_t>(all[i + 1].first - all[i].first),
+                pool.stack_size() + pool.page_size())
+          << "overlapping stacks";
+    }
+  }
+  StackCache c;
+  for (auto [s, t] : all) pool.release(c, s, 0);
+  pool.drain(c);
 }
 
 TEST(StackPool, AcquireRefillsAnEmptyCacheFromTheSharedPoolInABatch) {
   StackPool pool(16 << 10, false);
   StackCache c;
   std::vector<char*> stacks;
-  for (int i = 0; i < 40; ++i) stacks.push_back(pool.acquire(c, 0));
+  constexpr std::size_t kStacks = 3 * StackPool::kRefillBatch;  // whole carved batches
+  for (std::size_t i = 0; i < kStacks; ++i) stacks.push_back(pool.acquire(c, 0));
   const std::uint64_t reserved = pool.reserved_bytes();
   for (char* s : stacks) pool.release(c, s, 0);
   pool.drain(c);
-  EXPECT_EQ(pool.cached(), 40u);
+  EXPECT_EQ(pool.cached(), kStacks);
   StackCache other;
   std::set<char*> got;
   got.insert(pool.acquire(other, 0));
-  const std::size_t batch = 40 - pool.cached();
-  EXPECT_GT(batch, 1u) << "one lock round trip should bring several stacks";
+  const std::size_t batch = kStacks - pool.cached();
+  EXPECT_EQ(batch, StackPool::kRefillBatch) << "one lock round trip brings a batch";
   EXPECT_EQ(other.stacks[0].size(), batch - 1);
-  for (int i = 1; i < 40; ++i) got.insert(pool.acquire(other, 0));
+  for (std::size_t i = 1; i < kStacks; ++i) got.insert(pool.acquire(other, 0));
   EXPECT_EQ(got, std::set<char*>(stacks.begin(), stacks.end())) << "reuses before carving";
   EXPECT_EQ(pool.cached(), 0u);
   EXPECT_EQ(pool.reserved_bytes(), reserved);
@@ -198,7 +262,7 @@ TEST(StackPool, AcquireRefillsAnEmptyCacheFromTheSharedPoolInABatch) {
 }
 
 TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondAHotSetThatDecays) {
-  constexpr std::size_t kStacks = 300;
+  constexpr std::size_t kStacks = 19 * StackPool::kRefillBatch;  // whole carved batches: 304
   constexpr std::size_t kHot = 256;    // kSharedHotStacks in stack_pool.cpp
   constexpr std::size_t kHotMin = 16;  // kSharedHotStacksMin
   StackPool pool(16 << 10, true);
@@ -223,7 +287,7 @@ TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondAHotSetThatDeca
   };
   pool.trim();  // the first interval starts now: nothing was idle for a whole one yet
   EXPECT_EQ(zeroed(), 0u);
-  // One batch taken and given back during the interval: the low-water mark is 300 - batch.
+  // One batch taken and given back during the interval: the low-water mark is kStacks - batch.
   StackCache other;
   char* s = pool.acquire(other, 0);
   const std::size_t batch = kStacks - pool.cached();

@@ -21,7 +21,11 @@
 // A worker about to block (idle) keeps kIdleCacheKeep stacks per class in its cache and hands
 // the rest to the shared pool (shed_idle_surplus): otherwise a burst's last 64 stacks per worker
 // stay committed for as long as it sleeps, where no trim can reach them.
-// Threads: acquire/release on a worker's own cache only by that worker; everything else under mu_.
+// A worker whose cache and the shared lists are empty carves a batch of fresh slots (pointer
+// arithmetic under mu_) and installs their guards after releasing it, so that workers spawning
+// at once do not queue behind each other's madvise calls.
+// Threads: acquire/release on a worker's own cache only by that worker; everything else under mu_
+// (guard_by_mprotect_ is written by the constructor alone).
 #pragma once
 
 #include <cstddef>
@@ -39,6 +43,8 @@ class StackPool {
  public:
   static constexpr unsigned kClasses = 16;
   static constexpr std::size_t kMaxClassBytes = std::size_t{128} << 20;
+  // Stacks an empty cache takes in one lock round trip: from the shared lists, or fresh slots.
+  static constexpr std::size_t kRefillBatch = 16;
 
   StackPool(std::size_t stack_size, bool guard_pages);
   ~StackPool();  // unmaps every region; all stacks must have been returned
@@ -57,10 +63,7 @@ class StackPool {
   std::size_t page_size() const noexcept { return page_; }
   bool guard_pages() const noexcept { return guard_; }
   // Guards are mprotect'ed pages (no MADV_GUARD_INSTALL): each stack is its own VMA.
-  bool guards_split_vmas() const noexcept {
-    ThreadMutexLock lock(mu_);
-    return guard_by_mprotect_;
-  }
+  bool guards_split_vmas() const noexcept { return guard_by_mprotect_; }
 
   char* acquire(StackCache& cache, unsigned cls);  // lowest usable byte; aborts if out of memory
   void release(StackCache& cache, char* stack, unsigned cls);  // its fiber has finished
@@ -85,14 +88,19 @@ class StackPool {
   std::size_t slot_size(unsigned cls) const noexcept {
     return class_bytes_[cls] + (guard_ ? page_ : 0);
   }
-  char* carve_locked(unsigned cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes up to `max` fresh slots (at least one) of the class's newest region, mapping one if
+  // it is used up; returns how many, their first slot in *first (slot_size apart, no guards yet).
+  std::size_t carve_locked(unsigned cls, std::size_t max, char** first)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void map_region_locked(unsigned cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  char* install_guard(char* slot) const;  // returns the stack's lowest usable byte
   void trim_class(unsigned cls);
 
   const std::size_t page_;
   std::uint64_t class_bytes_[kClasses];  // set once by the constructor, multiples of page_
   const bool guard_;
-  bool guard_by_mprotect_ ABSL_GUARDED_BY(mu_) = false;  // kernel lacks MADV_GUARD_INSTALL
+  // The kernel lacks MADV_GUARD_INSTALL. Set by the constructor (a probe), read-only after.
+  bool guard_by_mprotect_ = false;
 
   mutable ThreadMutex mu_;
   std::vector<std::pair<char*, std::size_t>> regions_ ABSL_GUARDED_BY(mu_);
