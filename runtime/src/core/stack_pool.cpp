@@ -25,6 +25,11 @@ constexpr std::size_t kSlotsPerRegion = 256;
 constexpr std::size_t kSharedHotStacks = 256;    // most shared stacks trim() keeps committed
 constexpr std::size_t kSharedHotStacksMin = 16;  // what the hot set decays to when unused
 
+// Capacity over twice the size (and past a page of pointers): fit it.
+void shrink_if_oversized(std::vector<char*>& v) {
+  if (v.capacity() > 512 && v.capacity() > 2 * v.size()) v.shrink_to_fit();
+}
+
 [[noreturn]] void die(const std::string& msg) {
   std::fprintf(stderr, "weft: %s\n", msg.c_str());
   std::abort();
@@ -236,7 +241,12 @@ void StackPool::trim_class(unsigned cls) {
   // Outside the lock: madvise can take a while for many stacks.
   for (char* s : victims) madvise(s, class_bytes_[cls], MADV_DONTNEED);
   ThreadMutexLock lock(mu_);
-  classes_[cls].clean.insert(classes_[cls].clean.end(), victims.begin(), victims.end());
+  SizeClass& sc = classes_[cls];
+  sc.clean.insert(sc.clean.end(), victims.begin(), victims.end());
+  // A burst grew the dirty list (it held every stack of the burst on its way to clean), and
+  // both lists are heap blocks: fit them to what they hold, or a burst's list stays resident.
+  shrink_if_oversized(sc.dirty);
+  shrink_if_oversized(sc.clean);
 }
 
 std::uint64_t StackPool::reserved_bytes() const noexcept {
