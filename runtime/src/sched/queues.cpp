@@ -43,7 +43,7 @@ void Runtime::refill_runq(Worker& w) noexcept {
   }
   w.spill_size.store(w.spill.size, std::memory_order_relaxed);
   // Now stealable: a sleeping worker can share the backlog.
-  if (nsleeping_.load(std::memory_order_relaxed) > 0) wake_idle_worker();
+  wake_idle_worker_to_share();
 }
 
 bool Runtime::ready(Fiber* f, Worker* w, ReadyPlace place) noexcept {
@@ -59,7 +59,7 @@ bool Runtime::ready(Fiber* f, Worker* w, ReadyPlace place) noexcept {
     // stealable, so only a fiber it pushes out into the queue needs another worker.
     if (Fiber* old = w->runnext.exchange(f, std::memory_order_acq_rel)) {
       push_local(*w, old);
-      wake_idle_worker();
+      wake_idle_worker_to_share();
     }
     return true;
   }
@@ -71,12 +71,13 @@ bool Runtime::ready(Fiber* f, Worker* w, ReadyPlace place) noexcept {
 bool Runtime::submit_spawned(Fiber* f) noexcept {
   Worker* w = current_worker();
   if (w && w->rt == this) {
+    // Either queue is one this worker takes from: a helper is for parallelism only.
     if (w->spawned_q.push(f)) {
-      wake_idle_worker();
+      wake_idle_worker_to_share();
       return false;
     }
     push_global(f);
-    wake_idle_worker();
+    wake_idle_worker_to_share();
     return true;
   }
   push_global(f);

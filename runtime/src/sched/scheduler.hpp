@@ -20,6 +20,15 @@
 //     queue; a submitter pushes, then (a seq_cst read-modify-write of nspinning_, which TSan sees
 //     and a fence would not) reads nsleeping_. By the store-load order
 //     one of the two sees the other: either the sleeper finds the work or the submitter wakes it.
+//     That guarantee is needed only for work nobody else would run: a fiber made ready from
+//     outside the runtime. Work a worker queues for itself (a spawn, runnext's displaced fiber,
+//     a spill moved up, the global queue from a worker, which reads it too) is run by that
+//     worker if by nobody else; waking a helper for it is for parallelism, so
+//     wake_idle_worker_to_share skips the read-modify-write when relaxed loads show a worker
+//     spinning or none idle. (On a spawn loop with two workers that RMW, on a line the other
+//     worker keeps writing, was 15% of the time.) A stale load costs a missed helper, not
+//     progress, as in Go's wakep after runqput; the monitor wakes one for a worker stuck on a
+//     fiber that never yields.
 //  4. The futex wait compares a per-worker sequence number read before the re-check, so a wake
 //     that lands between the re-check and the syscall makes the syscall return at once.
 //
@@ -114,6 +123,17 @@ class Runtime {
   }
   // Wakes an idle worker if none is spinning, so new work does not wait.
   void wake_idle_worker() noexcept;
+  // The same for work the calling worker queued where it will run it itself if nobody else
+  // does: relaxed checks first (see "Why no wake-up is lost", 3), the full wake only when a
+  // worker may be idle and none spins.
+  void wake_idle_worker_to_share() noexcept {
+    if (nspinning_.load(std::memory_order_relaxed) != 0) return;
+    if (nsleeping_.load(std::memory_order_relaxed) == 0 &&
+        !polling_.load(std::memory_order_relaxed)) {
+      return;
+    }
+    wake_idle_worker();
+  }
   // A new earliest timer: interrupts the worker blocked in the poller (the one that keeps time)
   // so it recomputes its timeout. Futex sleepers need no wake: they never wait for timers.
   void timers_changed() noexcept;
