@@ -179,6 +179,7 @@ void StackPool::release(StackCache& cache, char* stack, unsigned cls) {
   // Keep the newest half (hottest), hand the older half to the shared pool.
   ThreadMutexLock lock(mu_);
   const std::size_t half = mine.size() / 2;
+  classes_[cls].hot_shallow = false;
   std::vector<char*>& dirty = classes_[cls].dirty;
   dirty.insert(dirty.end(), mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(half));
   mine.erase(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(half));
@@ -188,6 +189,8 @@ void StackPool::release(StackCache& cache, char* stack, unsigned cls) {
 void StackPool::drain(StackCache& cache) {
   ThreadMutexLock lock(mu_);
   for (unsigned c = 0; c < kClasses; ++c) {
+    if (cache.stacks[c].empty()) continue;
+    classes_[c].hot_shallow = false;
     std::vector<char*>& dirty = classes_[c].dirty;
     dirty.insert(dirty.end(), cache.stacks[c].begin(), cache.stacks[c].end());
     cache.stacks[c].clear();
@@ -204,6 +207,7 @@ void StackPool::shed_idle_surplus(StackCache& cache) {
     if (mine.size() <= StackCache::kIdleCacheKeep) continue;
     // The oldest go; the newest (hottest) stay for the next spawn.
     const auto surplus = static_cast<std::ptrdiff_t>(mine.size() - StackCache::kIdleCacheKeep);
+    classes_[c].hot_shallow = false;
     std::vector<char*>& dirty = classes_[c].dirty;
     dirty.insert(dirty.end(), mine.begin(), mine.begin() + surplus);
     mine.erase(mine.begin(), mine.begin() + surplus);
@@ -216,6 +220,7 @@ void StackPool::trim() {
 
 void StackPool::trim_class(unsigned cls) {
   std::vector<char*> victims;
+  bool shallow = false;  // victims are the hot set, keeping their top pages, not surplus
   {
     ThreadMutexLock lock(mu_);
     SizeClass& sc = classes_[cls];
@@ -231,18 +236,36 @@ void StackPool::trim_class(unsigned cls) {
     }
     const std::size_t keep = sc.hot_keep;
     sc.hot_keep = std::max(kSharedHotStacksMin, sc.hot_keep / 2);
-    if (idle <= keep) return;
-    // The oldest entries sit at the front; acquire() takes from the back.
-    const std::size_t n = idle - keep;
-    victims.assign(sc.dirty.begin(), sc.dirty.begin() + static_cast<std::ptrdiff_t>(n));
-    sc.dirty.erase(sc.dirty.begin(), sc.dirty.begin() + static_cast<std::ptrdiff_t>(n));
-    sc.dirty_low = sc.dirty.size();
+    if (idle <= keep) {
+      // Quiet: the hot set is at its floor and none of it was used for a whole interval. Its
+      // stacks keep their top page (a new fiber's first frames, what every spawn touches) and
+      // give back the pages below, once: the deep frames of the burst that used them last
+      // (8-12 KB each for a connection's fiber) are unlikely to be the next fiber's.
+      if (keep > kSharedHotStacksMin || sc.hot_shallow || idle < sc.dirty.size()) return;
+      victims.swap(sc.dirty);
+      sc.hot_shallow = true;
+      shallow = true;
+    } else {
+      // The oldest entries sit at the front; acquire() takes from the back.
+      const std::size_t n = idle - keep;
+      victims.assign(sc.dirty.begin(), sc.dirty.begin() + static_cast<std::ptrdiff_t>(n));
+      sc.dirty.erase(sc.dirty.begin(), sc.dirty.begin() + static_cast<std::ptrdiff_t>(n));
+      sc.dirty_low = sc.dirty.size();
+    }
   }
-  // Outside the lock: madvise can take a while for many stacks.
-  for (char* s : victims) madvise(s, class_bytes_[cls], MADV_DONTNEED);
+  // Outside the lock: madvise can take a while for many stacks. The stacks are off the lists
+  // meanwhile, so no fiber runs on them.
+  const std::size_t len = class_bytes_[cls] - (shallow ? page_ : 0);
+  for (char* s : victims) madvise(s, len, MADV_DONTNEED);
   ThreadMutexLock lock(mu_);
   SizeClass& sc = classes_[cls];
-  sc.clean.insert(sc.clean.end(), victims.begin(), victims.end());
+  if (shallow) {
+    // Back as the oldest: stacks freed meanwhile are hotter.
+    sc.dirty.insert(sc.dirty.begin(), victims.begin(), victims.end());
+    sc.dirty_low = sc.dirty.size();
+  } else {
+    sc.clean.insert(sc.clean.end(), victims.begin(), victims.end());
+  }
   // A burst grew the dirty list (it held every stack of the burst on its way to clean), and
   // both lists are heap blocks: fit them to what they hold, or a burst's list stays resident.
   shrink_if_oversized(sc.dirty);

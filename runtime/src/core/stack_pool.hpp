@@ -17,7 +17,9 @@
 // the whole interval (the pool's low water mark) beyond a hot set, so RSS follows the live fibers
 // without thrashing stacks that are about to be reused. The hot set (256 stacks per class)
 // halves every interval that had surplus, down to 16, and is restored by an interval that used
-// every cached stack: a burst's stacks go back within about a second of it ending.
+// every cached stack: a burst's stacks go back within about a second of it ending. Once the hot
+// set has sat at its floor, unused, for a whole interval, trim releases its stacks' pages below
+// the top one (what a new fiber touches first), once until stacks come back into the pool.
 // A worker about to block (idle) keeps kIdleCacheKeep stacks per class in its cache and hands
 // the rest to the shared pool (shed_idle_surplus): otherwise a burst's last 64 stacks per worker
 // stay committed for as long as it sleeps, where no trim can reach them.
@@ -84,6 +86,7 @@ class StackPool {
     char* carve_end = nullptr;
     std::size_t dirty_low = 0;  // fewest dirty stacks since the last trim
     std::size_t hot_keep;       // surplus stacks the next trim keeps
+    bool hot_shallow = false;   // no stack came into dirty since trim released its deep pages
   };
   std::size_t slot_size(unsigned cls) const noexcept {
     return class_bytes_[cls] + (guard_ ? page_ : 0);
@@ -112,7 +115,7 @@ class StackPool {
 class StackCache {
  public:
   static constexpr std::size_t kMax = 64;
-  static constexpr std::size_t kIdleCacheKeep = 8;
+  static constexpr std::size_t kIdleCacheKeep = 2;
   std::vector<char*> stacks[StackPool::kClasses];
 };
 
