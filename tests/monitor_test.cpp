@@ -4,6 +4,7 @@
 // behind the hog still run meanwhile; a timer due while every worker is idle wakes the runtime on
 // time (no lost timer wake-up in the idle path), also many times in a row. SIGQUIT prints a fiber
 // dump also when the process inherited SIGQUIT ignored, and leaves a program's own handler alone.
+// With the watchdog off, a worker held by one fiber is still taken over (no report).
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "test_util.hpp"
+#include "weft/chan.hpp"
 #include "weft/runtime.hpp"
 #include "weft/sync.hpp"
 
@@ -89,6 +91,37 @@ TEST_P(MonitorTest, WatchdogCanBeDisabled) {
       weft::Options{.workers = workers(), .watchdog_threshold = 0ms});
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(reports, 0u);
+  EXPECT_EQ(err.find("weft: watchdog"), std::string::npos) << err;
+}
+
+// With the watchdog off, a worker held by one fiber is still taken over: the fiber woken into
+// its runnext slot (stealable only from a worker marked stuck) runs on another worker. Before,
+// nothing marked the worker stuck without the watchdog, and this hung.
+TEST_P(MonitorTest, WithTheWatchdogOffAWorkerHeldByOneFiberIsStillTakenOver) {
+  if (workers() < 2) GTEST_SKIP() << "needs a second worker to take over";
+  testing::internal::CaptureStderr();
+  const bool done = weft::run(
+      [] {
+        weft::Chan<int> wake;
+        std::atomic<bool> flag{false};
+        auto woken = weft::spawn([&] {
+          wake.recv();
+          flag.store(true);
+        });
+        // Usually `woken` is parked on the channel by now, so the send puts it in this worker's
+        // runnext; if not, the send parks and the test passes without the takeover.
+        weft::this_fiber::sleep_for(20ms);
+        wake.send(1);
+        const auto t0 = Clock::now();
+        while (!flag.load() && Clock::now() - t0 < 20s) {
+        }
+        const bool seen = flag.load();
+        woken.join();
+        return seen;
+      },
+      weft::Options{.workers = workers(), .watchdog_threshold = 0ms});
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(done) << "the fiber queued behind the hog never ran";
   EXPECT_EQ(err.find("weft: watchdog"), std::string::npos) << err;
 }
 

@@ -56,7 +56,9 @@ struct Options {
   // Go's "all goroutines are asleep - deadlock!": abort with a fiber dump when every fiber is
   // parked and nothing (timer, I/O, blocking() job, outside thread) could ever wake one.
   bool detect_deadlock = true;
-  // Report (once) a fiber that holds its worker longer than this without yielding; 0 disables.
+  // Report (once) a fiber that holds its worker longer than this without yielding, and let idle
+  // workers take over the fibers queued behind it. 0 disables the report; the takeover still
+  // happens, after 50 ms.
   std::chrono::milliseconds watchdog_threshold{50};
   // Upper bound on blocking() pool threads; more concurrent jobs queue.
   unsigned max_blocking_threads = 64;

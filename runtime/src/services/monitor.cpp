@@ -20,6 +20,8 @@ namespace weft::detail {
 namespace {
 constexpr std::int64_t kMs = 1000000;
 constexpr std::int64_t kTrimEvery = 100 * kMs;
+// With the watchdog off, a worker held this long by one fiber is still marked stuck and helped.
+constexpr std::int64_t kStuckAfterNs = 50 * kMs;
 
 // SIGQUIT (Ctrl-\), as in Go, asks for a fiber dump; unlike Go the process keeps running, since
 // a server under investigation should not die of being looked at. The handler only sets a flag
@@ -62,9 +64,10 @@ Monitor::~Monitor() {
 }
 
 void Monitor::loop() {
-  const std::int64_t threshold = rt_.options().watchdog_threshold.count() * kMs;
+  const std::int64_t watchdog = rt_.options().watchdog_threshold.count() * kMs;
+  const std::int64_t threshold = watchdog > 0 ? watchdog : kStuckAfterNs;
   std::int64_t tick = 10 * kMs;
-  if (threshold > 0 && threshold / 5 < tick) tick = std::max<std::int64_t>(threshold / 5, kMs);
+  if (threshold / 5 < tick) tick = std::max<std::int64_t>(threshold / 5, kMs);
   std::int64_t last_trim = 0;
   ThreadMutexLock lock(mu_);
   while (!stop_) {
@@ -73,7 +76,7 @@ void Monitor::loop() {
     mu_.unlock();
     const std::int64_t now = now_ns();
     rt_.set_coarse_now(now);
-    if (threshold > 0) check_watchdog(now);
+    check_watchdog(now, threshold, /*report=*/watchdog > 0);
     if (g_dump_requested.exchange(false, std::memory_order_relaxed)) {
       std::fprintf(stderr, "weft: SIGQUIT: fiber dump\n");
       std::fflush(stderr);
@@ -97,8 +100,7 @@ void Monitor::loop() {
   }
 }
 
-void Monitor::check_watchdog(std::int64_t now) {
-  const std::int64_t threshold = rt_.options().watchdog_threshold.count() * kMs;
+void Monitor::check_watchdog(std::int64_t now, std::int64_t threshold, bool report) {
   for (unsigned i = 0; i < rt_.nworkers(); ++i) {
     Worker& w = rt_.worker(i);
     const std::uint64_t seq = w.switches.load(std::memory_order_relaxed);
@@ -112,6 +114,10 @@ void Monitor::check_watchdog(std::int64_t now) {
     if (now - w.mon_stuck_since < threshold || w.mon_reported_seq == seq) continue;
     w.mon_reported_seq = seq;
     w.stuck.store(true, std::memory_order_relaxed);
+    if (!report) {
+      rt_.wake_idle_worker();
+      continue;
+    }
     reports_.fetch_add(1, std::memory_order_relaxed);
     // The fiber may finish and be freed at any moment: only its id (copied by the worker) is
     // safe to read.

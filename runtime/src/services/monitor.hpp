@@ -1,7 +1,10 @@
 // Monitor: one background thread per runtime (Go's sysmon) that
 //  - keeps the coarse clock used for dump timestamps,
-//  - reports, once, a fiber that holds its worker longer than Options::watchdog_threshold and
-//    marks that worker stuck so idle workers steal everything queued behind it,
+//  - marks a worker stuck when one fiber has held it longer than Options::watchdog_threshold
+//    (kStuckAfterNs when the watchdog is off), wakes an idle worker to steal everything queued
+//    behind it, and, with the watchdog on, reports the fiber once. The takeover does not depend
+//    on the report: a worker waking helpers for its own queues may miss one (scheduler.hpp,
+//    "Why no wake-up is lost", 3), and then this wake is what moves the queued work,
 //  - detects deadlock as Go does: every worker idle, nothing queued, no timer, no blocking() job,
 //    nothing parked on the poller, no outside thread that could still wake a fiber, for three
 //    consecutive checks with no switch between them; then prints the dump and aborts,
@@ -37,7 +40,8 @@ class Monitor {
 
  private:
   void loop();
-  void check_watchdog(std::int64_t now);
+  // The stuck-worker check above; reports only when `report`.
+  void check_watchdog(std::int64_t now, std::int64_t threshold, bool report);
   bool check_deadlock();
   static bool outside_threads_may_wake();
 
