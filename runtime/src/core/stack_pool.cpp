@@ -178,21 +178,24 @@ void StackPool::release(StackCache& cache, char* stack, unsigned cls) {
   }
   // Keep the newest half (hottest), hand the older half to the shared pool.
   ThreadMutexLock lock(mu_);
-  const std::size_t half = mine.size() / 2;
-  classes_[cls].hot_shallow = false;
-  std::vector<char*>& dirty = classes_[cls].dirty;
-  dirty.insert(dirty.end(), mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(half));
-  mine.erase(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(half));
+  const auto half = static_cast<std::ptrdiff_t>(mine.size() / 2);
+  add_dirty_locked(cls, mine.begin(), mine.begin() + half);
+  mine.erase(mine.begin(), mine.begin() + half);
   mine.push_back(stack);
+}
+
+void StackPool::add_dirty_locked(unsigned cls, std::vector<char*>::const_iterator first,
+                                 std::vector<char*>::const_iterator last) {
+  SizeClass& sc = classes_[cls];
+  sc.dirty.insert(sc.dirty.end(), first, last);
+  sc.hot_shallow = false;  // stacks with deep pages committed again
 }
 
 void StackPool::drain(StackCache& cache) {
   ThreadMutexLock lock(mu_);
   for (unsigned c = 0; c < kClasses; ++c) {
     if (cache.stacks[c].empty()) continue;
-    classes_[c].hot_shallow = false;
-    std::vector<char*>& dirty = classes_[c].dirty;
-    dirty.insert(dirty.end(), cache.stacks[c].begin(), cache.stacks[c].end());
+    add_dirty_locked(c, cache.stacks[c].begin(), cache.stacks[c].end());
     cache.stacks[c].clear();
   }
 }
@@ -207,9 +210,7 @@ void StackPool::shed_idle_surplus(StackCache& cache) {
     if (mine.size() <= StackCache::kIdleCacheKeep) continue;
     // The oldest go; the newest (hottest) stay for the next spawn.
     const auto surplus = static_cast<std::ptrdiff_t>(mine.size() - StackCache::kIdleCacheKeep);
-    classes_[c].hot_shallow = false;
-    std::vector<char*>& dirty = classes_[c].dirty;
-    dirty.insert(dirty.end(), mine.begin(), mine.begin() + surplus);
+    add_dirty_locked(c, mine.begin(), mine.begin() + surplus);
     mine.erase(mine.begin(), mine.begin() + surplus);
   }
 }

@@ -96,6 +96,9 @@ class StackPool {
   std::size_t carve_locked(unsigned cls, std::size_t max, char** first)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void map_region_locked(unsigned cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends freed stacks (pages committed) to the class's dirty list.
+  void add_dirty_locked(unsigned cls, std::vector<char*>::const_iterator first,
+                        std::vector<char*>::const_iterator last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   char* install_guard(char* slot) const;  // returns the stack's lowest usable byte
   void trim_class(unsigned cls);
 
