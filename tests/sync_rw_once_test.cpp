@@ -87,6 +87,84 @@ TEST_P(RWMutexTest, WritersExcludeEveryoneAndReadersOverlapUnderContention) {
   RecordProperty("max_readers_at_once", max_readers.load());
 }
 
+// Makes `rw` spread its reader count (more than one worker): kSpreadAfterOverlaps read sections
+// taken while another fiber holds a read lock, so each one overlaps.
+void spread_readers(weft::RWMutex& rw) {
+  std::shared_lock held(rw);
+  for (std::uint32_t i = 0; i < weft::RWMutex::kSpreadAfterOverlaps; ++i) {
+    std::shared_lock again(rw);
+  }
+}
+
+TEST_P(RWMutexTest, OverlappingReadersSpreadTheCountOnlyWithSeveralWorkers) {
+  weft::run(
+      [&] {
+        weft::RWMutex rw;
+        for (std::uint32_t i = 0; i + 1 < weft::RWMutex::kSpreadAfterOverlaps; ++i) {
+          std::shared_lock a(rw);
+          std::shared_lock b(rw);
+        }
+        EXPECT_FALSE(weft::detail::rw_mutex_readers_spread(rw));  // one overlap short
+        spread_readers(rw);
+        EXPECT_EQ(weft::detail::rw_mutex_readers_spread(rw), workers() > 1);
+        // Either way the lock still works, and misuse still throws.
+        EXPECT_TRUE(rw.try_lock());
+        EXPECT_FALSE(rw.try_lock_shared());
+        EXPECT_THROW(rw.unlock_shared(), std::logic_error);  // a writer holds it
+        rw.unlock();
+        EXPECT_TRUE(rw.try_lock_shared());
+        EXPECT_FALSE(rw.try_lock());
+        rw.unlock_shared();
+        EXPECT_TRUE(rw.try_lock());
+        rw.unlock();
+      },
+      opts());
+}
+
+// The read-mostly pattern the spread count exists for, with the invariants checked in every
+// section: tight read sections on every worker (a few yield inside, so readers also unlock on
+// another worker than they locked on), writers that wait for them. Readers leaving just as a
+// writer is let in must not be taken for surplus unlocks (they were, before the check summed).
+TEST_P(RWMutexTest, SpreadReadersAndWritersStayExclusive) {
+  const int kReads = static_cast<int>(scaled(100000));
+  const int kWrites = kReads / 10;
+  weft::run(
+      [&] {
+        weft::RWMutex rw;
+        spread_readers(rw);
+        std::atomic<int> readers{0}, writers{0};
+        std::int64_t value = 0;  // written only under the write lock
+        std::vector<weft::Task<void>> ts;
+        for (int f = 0; f < 8; ++f) {
+          ts.push_back(weft::spawn([&, f] {
+            for (int i = 0; i < kReads; ++i) {
+              std::shared_lock lock(rw);
+              readers.fetch_add(1, std::memory_order_relaxed);
+              EXPECT_EQ(writers.load(std::memory_order_relaxed), 0);
+              if ((i + f) % 1024 == 0) weft::this_fiber::yield();
+              readers.fetch_sub(1, std::memory_order_relaxed);
+            }
+          }));
+        }
+        for (int f = 0; f < 2; ++f) {
+          ts.push_back(weft::spawn([&] {
+            for (int i = 0; i < kWrites / 2; ++i) {
+              std::unique_lock lock(rw);
+              EXPECT_EQ(writers.fetch_add(1, std::memory_order_relaxed), 0);
+              EXPECT_EQ(readers.load(std::memory_order_relaxed), 0);
+              ++value;
+              writers.fetch_sub(1, std::memory_order_relaxed);
+            }
+          }));
+        }
+        for (auto& t : ts) t.join();
+        EXPECT_EQ(value, kWrites / 2 * 2);
+        EXPECT_TRUE(rw.try_lock());  // nothing left counted
+        rw.unlock();
+      },
+      opts());
+}
+
 TEST_P(RWMutexTest, ReadersShareTheLockAndAWriterWaitsForAllOfThem) {
   weft::run(
       [&] {

@@ -189,18 +189,38 @@ class Barrier {
   detail::WaitList waiters_ ABSL_GUARDED_BY(guard_);
 };
 
+class RWMutex;
+namespace detail {
+struct RWReaderSlots;  // rw_mutex.cpp: one reader count per worker, each on its own cache line
+bool rw_mutex_readers_spread(const RWMutex& mu) noexcept;  // for tests: spread_ is set
+}  // namespace detail
+
 // A reader/writer mutex (Go's sync.RWMutex): any number of readers or one writer. Writer-
 // preferring, as Go's: once a writer waits, new readers queue behind it, so a stream of readers
 // cannot starve it; when a writer unlocks, the readers that queued meanwhile all get in before the
 // next writer, so writers cannot starve readers either. Not recursive (a reader that takes the
 // read lock again while a writer waits deadlocks, as in Go). Needs a fiber to wait; works with
 // std::unique_lock, std::lock_guard and std::shared_lock. Unlocking what is not held throws
-// std::logic_error.
+// std::logic_error; once the read side is spread (below), a surplus unlock_shared() with no
+// writer around is found by the next writer, which aborts with a message saying so.
+//
+// Readers on several workers: Go's RWMutex counts readers in one word, so two cores reading at
+// once pass that cache line back and forth on every lock and unlock. Once readers on a
+// multi-worker runtime are seen to overlap (kSpreadAfterOverlaps times), this one moves its
+// reader count to one counter per worker, each on its own cache line (64 bytes per worker,
+// allocated then, freed with the mutex): a read section then touches only its worker's line and
+// reads the state word, which stays shared in every core's cache until a writer comes. Writers pay
+// for it: they sum the counters (one cache miss per worker).
 class RWMutex {
  public:
   RWMutex() = default;
   RWMutex(const RWMutex&) = delete;
   RWMutex& operator=(const RWMutex&) = delete;
+  ~RWMutex();
+
+  // Overlapping read sections (on a runtime with more than one worker) after which the reader
+  // count is spread over per-worker counters.
+  static constexpr std::uint32_t kSpreadAfterOverlaps = 64;
 
   void lock();
   bool try_lock() noexcept;
@@ -211,40 +231,71 @@ class RWMutex {
   void lock_shared() {
     if (!detail::in_fiber()) [[unlikely]]
       detail::require_fiber("weft::RWMutex::lock_shared()");
+    if (detail::RWReaderSlots* spread = spread_.load(std::memory_order_acquire)) {
+      lock_shared_spread(spread);
+      return;
+    }
     const std::uint64_t s = state_.fetch_add(kReader, std::memory_order_acquire);
-    if (s & (kWriter | kWriterWaiting)) [[unlikely]]
+    // A writer holds or waits, the count was just spread, or another reader is inside.
+    if (s & (kWriter | kWriterWaiting | kSpread | kReaderMask)) [[unlikely]]
       lock_shared_contended(s);
   }
   bool try_lock_shared() noexcept;
   void unlock_shared() {
-    const std::uint64_t s = state_.fetch_sub(kReader, std::memory_order_release);
-    const std::uint64_t had = s >> kReaderShift;
-    // Not held (had == 0), or the last reader out while a writer waits: the slow path.
-    if (had == 0 || (had == 1 && (s & kWriterWaiting))) [[unlikely]]
-      unlock_shared_slow(s);
+    if (detail::RWReaderSlots* spread = spread_.load(std::memory_order_acquire)) {
+      unlock_shared_spread(spread);
+      return;
+    }
+    release_word_count();
   }
 
  private:
-  // High 32 bits: readers holding the lock, in units of kReader (above the flags, so that one
-  // fetch_sub cannot borrow from them even on misuse). Low bits, flags: kWriter (a writer holds
-  // it), kWriterWaiting (writers_ is non-empty: new readers must queue), kReadersWaiting
-  // (readers_ is non-empty: the writer's unlock must release them). The flags change only under
-  // guard_; the readers' fast paths add to the word, the writer's CAS it.
+  friend bool detail::rw_mutex_readers_spread(const RWMutex& mu) noexcept;
+  // unlock_shared for a count in the word (also a reader backing out of its add there).
+  void release_word_count() {
+    const std::uint64_t s = state_.fetch_sub(kReader, std::memory_order_release);
+    const std::uint64_t had = s >> kReaderShift;
+    // Not held (had == 0), or the last reader out while a writer waits (once spread, the word's
+    // count alone cannot say who is last): the slow path.
+    if (had == 0 || ((s & kWriterWaiting) && (had == 1 || (s & kSpread)))) [[unlikely]]
+      unlock_shared_slow(s);
+  }
+  // High 32 bits: readers holding the lock counted here, in units of kReader (above the flags,
+  // so that one fetch_sub cannot borrow from them even on misuse). Low bits, flags: kWriter (a
+  // writer holds it), kWriterWaiting (writers_ is non-empty, or a writer under guard_ is
+  // counting readers: new readers must queue), kReadersWaiting (readers_ is non-empty: the
+  // writer's unlock must release them), kSpread (set once, with spread_: readers count in the
+  // per-worker counters). The flags change only under guard_ (kWriter also by the writer's
+  // fast-path CAS); the readers' fast paths add to the word, the writer's CAS it.
   static constexpr std::uint64_t kWriter = 1;
   static constexpr std::uint64_t kWriterWaiting = 2;
   static constexpr std::uint64_t kReadersWaiting = 4;
+  static constexpr std::uint64_t kSpread = 8;
   static constexpr int kReaderShift = 32;
   static constexpr std::uint64_t kReader = 1ull << kReaderShift;
   static constexpr std::uint64_t kReaderMask = ~(kReader - 1);
 
   void lock_slow();
   void unlock_slow();
-  void lock_shared_contended(std::uint64_t seen);  // the add saw a writer: back out and queue
+  void lock_shared_contended(std::uint64_t seen);  // the add saw a writer or another reader
   void lock_shared_slow();
   void unlock_shared_slow(std::uint64_t seen);  // seen: the word before this reader's sub
+  void lock_shared_spread(detail::RWReaderSlots* spread);
+  void unlock_shared_spread(detail::RWReaderSlots* spread);
+  void hand_off_if_last_reader();
+  bool try_lock_spread() noexcept;
+  void note_overlap();
+  // The word's count (from s) plus the counters: readers inside once a writer is announced.
+  std::int64_t readers_sum(std::uint64_t s) const;
+  std::int64_t readers_inside(std::uint64_t s) const;  // readers_sum; aborts if negative
+  bool surplus_while_writer_holds();
+  std::uint64_t grant_readers(std::uint64_t s, std::uint64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_);
   void after_writer_withdrew();
   std::atomic<std::uint64_t> state_{0};
+  std::atomic<std::uint32_t> overlaps_{0};  // lock_shared saw another reader inside; until spread
   detail::SpinLock guard_;
+  // Set once, under guard_, after kSpread; never cleared while the mutex lives.
+  std::atomic<detail::RWReaderSlots*> spread_{nullptr};
   detail::WaitList readers_ ABSL_GUARDED_BY(guard_);
   detail::WaitList writers_ ABSL_GUARDED_BY(guard_);
 };
