@@ -165,6 +165,40 @@ TEST_P(RWMutexTest, SpreadReadersAndWritersStayExclusive) {
       opts());
 }
 
+// The last user of an object frees it under its lock: a writer that got in deletes the mutex
+// while the readers that let it in may still be inside unlock_shared (ASan reports any read of
+// the freed mutex). Spread and not spread.
+TEST_P(RWMutexTest, AWriterThatGotInMayDestroyTheMutexAtOnce) {
+  const int kRounds = static_cast<int>(scaled(20000));
+  weft::run(
+      [&] {
+        for (int round = 0; round < kRounds; ++round) {
+          auto* rw = new weft::RWMutex;
+          if (round % 2 == 0) spread_readers(*rw);
+          constexpr int kReaders = 3;
+          std::atomic<int> holding{0};
+          weft::WaitGroup done;
+          done.add(kReaders);
+          for (int r = 0; r < kReaders; ++r) {
+            weft::go([&] {
+              {
+                std::shared_lock lock(*rw);
+                holding.fetch_add(1);
+                weft::this_fiber::yield();
+              }
+              done.done();
+            });
+          }
+          while (holding.load() < kReaders) weft::this_fiber::yield();
+          rw->lock();  // in once the three have left; they may still be returning
+          rw->unlock();
+          delete rw;
+          done.wait();
+        }
+      },
+      opts());
+}
+
 TEST_P(RWMutexTest, ReadersShareTheLockAndAWriterWaitsForAllOfThem) {
   weft::run(
       [&] {

@@ -225,7 +225,8 @@ class RWMutex {
   void lock();
   bool try_lock() noexcept;
   void unlock();
-  // The read side's fast paths are inline (Go's RLock/RUnlock are too): one add each. Kept out of
+  // The read side's fast paths are inline (Go's RLock/RUnlock are too): an add and a CAS on the
+  // word, or once spread an out-of-line call that adds to the worker's counter. Kept out of
   // line, the call, the frame and the fiber check sat between a reader's two adds, and under
   // read-mostly contention every cycle there is a chance for the other core to take the line.
   void lock_shared() {
@@ -251,13 +252,22 @@ class RWMutex {
 
  private:
   friend bool detail::rw_mutex_readers_spread(const RWMutex& mu) noexcept;
-  // unlock_shared for a count in the word (also a reader backing out of its add there).
+  // unlock_shared for a count in the word (also a reader backing out of its add there). A CAS,
+  // not an add, so that it never subtracts from a spread word: after the spread the count is
+  // left through a counter, where unlock_shared_spread keeps the mutex alive until it is done.
+  // (Contention on the word is what spreads it, so the CAS rarely meets any.)
   void release_word_count() {
-    const std::uint64_t s = state_.fetch_sub(kReader, std::memory_order_release);
+    std::uint64_t s = state_.load(std::memory_order_relaxed);
+    do {
+      if (s & kSpread) [[unlikely]] {
+        unlock_shared_after_spread();
+        return;
+      }
+    } while (!state_.compare_exchange_weak(s, s - kReader, std::memory_order_release,
+                                           std::memory_order_relaxed));
     const std::uint64_t had = s >> kReaderShift;
-    // Not held (had == 0), or the last reader out while a writer waits (once spread, the word's
-    // count alone cannot say who is last): the slow path.
-    if (had == 0 || ((s & kWriterWaiting) && (had == 1 || (s & kSpread)))) [[unlikely]]
+    // Not held (had == 0), or the last reader out while a writer waits: the slow path.
+    if (had == 0 || (had == 1 && (s & kWriterWaiting))) [[unlikely]]
       unlock_shared_slow(s);
   }
   // High 32 bits: readers holding the lock counted here, in units of kReader (above the flags,
@@ -282,6 +292,7 @@ class RWMutex {
   void unlock_shared_slow(std::uint64_t seen);  // seen: the word before this reader's sub
   void lock_shared_spread(detail::RWReaderSlots* spread);
   void unlock_shared_spread(detail::RWReaderSlots* spread);
+  void unlock_shared_after_spread();  // release_word_count found the word spread
   void hand_off_if_last_reader();
   bool try_lock_spread() noexcept;
   void note_overlap();

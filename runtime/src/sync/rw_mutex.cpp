@@ -7,9 +7,10 @@
 // kReadersWaiting: readers_ is non-empty. kSpread: readers count in spread_ (set once). The
 // count sits above the flags so that one fetch_sub can never borrow from them, even when
 // unlock_shared is misused.
-// Invariants: the flags change only under guard_ (kWriter also through the writer's fast-path
-// CAS, which needs a word of exactly 0, so never once spread); kWriter and readers inside hold at
-// once only transiently (below). Every change to the word is a CAS or an add, never a store, so
+// Invariants: the flags change only under guard_, except kWriter: the writer's fast-path lock
+// sets it without guard_ (its CAS needs a word of exactly 0, so never once spread) and the
+// fast-path unlocks clear it. So once spread, kWriter is set only under guard_, which the proofs
+// below rely on. kWriter and readers inside hold at once only transiently (below). Every change to the word is a CAS or an add, never a store, so
 // no count is ever overwritten.
 //
 // Central fast paths: lock_shared is one fetch_add (Go's RLock: an add never fails under
@@ -19,16 +20,17 @@
 // readers that do not hold the lock; every decision that needs "no readers" (a writer taking the
 // lock, a hand-off) re-checks under guard_, and the reader that takes its count back makes the
 // hand-off a real last reader could not. lock takes a word that is exactly 0; unlock_shared is
-// one fetch_sub (Go's RUnlock: under read-mostly contention a CAS loop fails and retries while
-// the line bounces between cores) and goes slow only when it was the last reader and a writer
-// waits; unlocking what is not held is seen from the old count (0), and the count is put back
-// before the throw, so the word ends as it was; unlock clears a word that is exactly kWriter.
+// one CAS (not Go's add: it must not subtract from a word that was spread meanwhile; contention
+// on the word, where a CAS loop would retry, is what spreads it) and goes slow only when it was
+// the last reader and a writer waits; unlocking what is not held is seen from the old count (0), and the count is put back
+// before the throw, so the word ends as it was; unlock clears a word that is exactly kWriter (once
+// spread: kWriter, kSpread and whatever count the word keeps, below).
 //
 // Spread readers. With the count in one word, two cores reading at once hand its cache line to
 // each other twice per read section: on this 2-core VM a read section cost 53 ns against 15 ns
 // on one worker. A reader that finds another inside (on a runtime with more than one worker)
 // counts an overlap; after kSpreadAfterOverlaps, note_overlap allocates one counter per worker
-// (RWReaderSlots, each on its own cache line) and, under guard_, sets kSpread and then spread_.
+// (RWReaderSlots, each on its own cache line) and, under guard_, sets spread_ and then kSpread.
 // From then on a reader adds 1 to its worker's counter and loads the word (lock_shared_spread);
 // unlocking subtracts 1 from the counter of the worker it is on then, which may be another one
 // (fibers migrate): only the sum over the counters and the word's count means anything -- the
@@ -50,6 +52,15 @@
 // makes the sum negative, which the next writer's sum finds: it aborts with a message (the
 // alternative, waiting for a negative count to reach 0, hangs).
 //
+// Lifetime: as with any mutex, a writer that got in may destroy the RWMutex (POSIX asks this of
+// its locks), while an unlock_shared whose subtraction let it in is still running. In the word
+// only the last reader's own hand-off lets a queued writer in (any other reader would be in a
+// lock_shared, on a mutex its owner may not destroy), and it touches the mutex for the last time
+// before the wake. Spread, any leaving reader may be the one, and it reads the word after its
+// subtraction: it marks itself leaving in that same add (RWReaderSlots::kLeaving) and unmarks as
+// its last access, and the destructor waits for the marks to go. release_word_count never
+// subtracts from a spread word (a CAS that fails on kSpread), so no reader leaves unmarked.
+//
 // Shutdown: a waiter unwound (FiberUnwind) before its grant leaves its list; a writer that does
 // so also clears kWriterWaiting when it was the last one queued, and lets in the readers that
 // queued only because of it.
@@ -59,6 +70,8 @@
 // and never races a newcomer. A writer's unlock releases every queued reader first (they all
 // came while it held the lock), then the next writer; the last reader's unlock hands over to the
 // first queued writer.
+#include <sched.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -78,12 +91,20 @@ namespace detail {
 // A mutex used later by a runtime with more workers shares counters (index modulo count): any
 // counter will do, only the sum matters.
 struct RWReaderSlots {
+  // A counter holds count + leaving * kLeaving: the readers counted here (low 40 bits, two's
+  // complement, negative when readers locked elsewhere and unlocked here) and the
+  // unlock_shared calls that left through it and may still read the mutex (above).
+  static constexpr std::int64_t kLeaving = std::int64_t{1} << 40;
+  static std::int64_t count_of(std::int64_t v) noexcept {
+    return static_cast<std::int64_t>(static_cast<std::uint64_t>(v) << 24) >> 24;
+  }
+  static std::int64_t leaving_of(std::int64_t v) noexcept { return (v - count_of(v)) >> 40; }
   struct alignas(64) Slot {
     std::atomic<std::int64_t> n{0};
   };
   explicit RWReaderSlots(unsigned workers, Slot* slots) : count(workers), slot(slots) {}
   std::atomic<std::int64_t>& current() noexcept {
-    const Worker* w = current_worker();  // null only on a misused unlock_shared from a thread
+    const Worker* w = current_worker();  // null on a plain thread (try_lock_shared, unlocks)
     return slot[w ? w->index % count : 0].n;
   }
   const unsigned count;
@@ -115,12 +136,31 @@ constexpr std::uint32_t kGranted = 1;
 
 }  // namespace
 
-RWMutex::~RWMutex() { delete spread_.load(std::memory_order_relaxed); }
+RWMutex::~RWMutex() {
+  RWReaderSlots* sp = spread_.load(std::memory_order_acquire);
+  if (!sp) return;
+  // An unlock_shared whose subtraction let a writer in may still be reading the mutex (the word,
+  // guard_) while that writer destroys it: wait until every one has finished. They never park,
+  // so this is a short wait unless the kernel preempted one.
+  for (unsigned i = 0; i < sp->count; ++i) {
+    for (int spins = 0;
+         RWReaderSlots::leaving_of(sp->slot[i].n.load(std::memory_order_acquire)) != 0; ++spins) {
+      if (spins < 64) {
+        __builtin_ia32_pause();
+      } else {
+        sched_yield();
+      }
+    }
+  }
+  delete sp;
+}
 
 std::int64_t RWMutex::readers_sum(std::uint64_t s) const {
   std::int64_t n = static_cast<std::int64_t>(s >> kReaderShift);
   if (RWReaderSlots* sp = spread_.load(std::memory_order_seq_cst)) {
-    for (unsigned i = 0; i < sp->count; ++i) n += sp->slot[i].n.load(std::memory_order_seq_cst);
+    for (unsigned i = 0; i < sp->count; ++i) {
+      n += RWReaderSlots::count_of(sp->slot[i].n.load(std::memory_order_seq_cst));
+    }
   }
   return n;
 }
@@ -253,8 +293,10 @@ void RWMutex::after_writer_withdrew() {
 void RWMutex::unlock() {
   std::uint64_t expected = kWriter;
   if (state_.compare_exchange_strong(expected, 0, std::memory_order_release)) return;
-  if (expected == (kWriter | kSpread) &&
-      state_.compare_exchange_strong(expected, kSpread, std::memory_order_release)) {
+  // Once spread the word keeps the count of readers that locked in it and unlocked in a counter
+  // (the one that spread it, at least), which means nothing on its own: ignore it here.
+  if ((expected & ~kReaderMask) == (kWriter | kSpread) &&
+      state_.compare_exchange_strong(expected, expected & ~kWriter, std::memory_order_release)) {
     return;
   }
   if (!(expected & kWriter)) {
@@ -345,10 +387,11 @@ void RWMutex::note_overlap() {
   slots.release();
   guard_.lock();
   if (!spread_.load(std::memory_order_relaxed)) {
-    // kSpread first: a writer whose fast-path CAS precedes it cannot miss a reader in a counter,
-    // since such a reader loaded spread_ after it and then sees the writer's kWriter.
-    state_.fetch_or(kSpread, std::memory_order_seq_cst);
+    // spread_ first, then kSpread: release_word_count, seeing kSpread, goes to the counters and
+    // must find them. No writer's fast path (a word of exactly 0) can open meanwhile or later:
+    // the caller is counted in the word and leaves through a counter, so the word keeps a count.
     spread_.store(fresh, std::memory_order_seq_cst);
+    state_.fetch_or(kSpread, std::memory_order_seq_cst);
     fresh = nullptr;
   }
   guard_.unlock();
@@ -401,7 +444,13 @@ void RWMutex::lock_shared_spread(RWReaderSlots* sp) {
 
 void RWMutex::unlock_shared_spread(RWReaderSlots* sp) {
   std::atomic<std::int64_t>& mine = sp->current();
-  mine.fetch_sub(1, std::memory_order_seq_cst);
+  // Leave, and in the same add say that we still read the mutex: from here a writer may get in
+  // and destroy it, and the destructor waits for the mark to go (the last thing we do).
+  mine.fetch_add(RWReaderSlots::kLeaving - 1, std::memory_order_seq_cst);
+  struct LeftMark {
+    std::atomic<std::int64_t>& n;
+    ~LeftMark() { n.fetch_sub(RWReaderSlots::kLeaving, std::memory_order_release); }
+  } left{mine};
   const std::uint64_t s = state_.load(std::memory_order_seq_cst);
   if (!(s & (kWriter | kWriterWaiting))) [[likely]]
     return;
@@ -417,6 +466,12 @@ void RWMutex::unlock_shared_spread(RWReaderSlots* sp) {
     return;
   }
   hand_off_if_last_reader();
+}
+
+void RWMutex::unlock_shared_after_spread() {
+  // kSpread is set after spread_ (note_overlap): the acquire load that sees it sees spread_.
+  (void)state_.load(std::memory_order_acquire);
+  unlock_shared_spread(spread_.load(std::memory_order_acquire));
 }
 
 bool RWMutex::surplus_while_writer_holds() {
