@@ -276,7 +276,7 @@ class RWMutex {
   // counting readers: new readers must queue), kReadersWaiting (readers_ is non-empty: the
   // writer's unlock must release them), kSpread (set once, with spread_: readers count in the
   // per-worker counters). The flags change only under guard_ (kWriter also by the writer's
-  // fast-path CAS); the readers' fast paths add to the word, the writer's CAS it.
+  // fast-path CAS); a reader's fast path adds to the word and CASes it back, a writer CASes it.
   static constexpr std::uint64_t kWriter = 1;
   static constexpr std::uint64_t kWriterWaiting = 2;
   static constexpr std::uint64_t kReadersWaiting = 4;
@@ -300,12 +300,13 @@ class RWMutex {
   std::int64_t readers_sum(std::uint64_t s) const;
   std::int64_t readers_inside(std::uint64_t s) const;  // readers_sum; aborts if negative
   bool surplus_while_writer_holds();
-  std::uint64_t grant_readers(std::uint64_t s, std::uint64_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_);
+  std::uint64_t grant_readers(std::uint64_t s, std::uint64_t n)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(guard_);
   void after_writer_withdrew();
   std::atomic<std::uint64_t> state_{0};
   std::atomic<std::uint32_t> overlaps_{0};  // lock_shared saw another reader inside; until spread
   detail::SpinLock guard_;
-  // Set once, under guard_, after kSpread; never cleared while the mutex lives.
+  // Set once, under guard_, before kSpread; never cleared while the mutex lives.
   std::atomic<detail::RWReaderSlots*> spread_{nullptr};
   detail::WaitList readers_ ABSL_GUARDED_BY(guard_);
   detail::WaitList writers_ ABSL_GUARDED_BY(guard_);

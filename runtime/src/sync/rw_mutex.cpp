@@ -2,16 +2,15 @@
 // and, once readers on several workers overlap, one reader counter per worker.
 //
 // state_: the number of readers counted in the word (high 32 bits, in units of kReader) and four
-// flags (low bits). kWriter: a writer holds it. kWriterWaiting: writers_ is non-empty, or a
-// writer holding guard_ has announced itself and is counting the spread readers.
-// kReadersWaiting: readers_ is non-empty. kSpread: readers count in spread_ (set once). The
-// count sits above the flags so that one fetch_sub can never borrow from them, even when
-// unlock_shared is misused.
-// Invariants: the flags change only under guard_, except kWriter: the writer's fast-path lock
-// sets it without guard_ (its CAS needs a word of exactly 0, so never once spread) and the
-// fast-path unlocks clear it. So once spread, kWriter is set only under guard_, which the proofs
-// below rely on. kWriter and readers inside hold at once only transiently (below). Every change to the word is a CAS or an add, never a store, so
-// no count is ever overwritten.
+// flags (low bits). kWriter: a writer holds it. kWriterWaiting: writers_ is non-empty, or a writer
+// holding guard_ has announced itself and is counting the spread readers. kReadersWaiting: readers_
+// is non-empty. kSpread: readers count in spread_ (set once). The count sits above the flags so
+// that one fetch_sub can never borrow from them, even when unlock_shared is misused. Invariants:
+// the flags change only under guard_, except kWriter: the writer's fast-path lock sets it without
+// guard_ (its CAS needs a word of exactly 0, so never once spread) and the fast-path unlocks clear
+// it. So once spread, kWriter is set only under guard_, which the proofs below rely on. kWriter and
+// readers inside hold at once only transiently (below). Every change to the word is a CAS or an
+// add, never a store, so no count is ever overwritten.
 //
 // Central fast paths: lock_shared is one fetch_add (Go's RLock: an add never fails under
 // contention, a CAS loop does), which counts the reader whatever the flags say; if a writer held
@@ -20,11 +19,11 @@
 // readers that do not hold the lock; every decision that needs "no readers" (a writer taking the
 // lock, a hand-off) re-checks under guard_, and the reader that takes its count back makes the
 // hand-off a real last reader could not. lock takes a word that is exactly 0; unlock_shared is
-// one CAS (not Go's add: it must not subtract from a word that was spread meanwhile; contention
+// a load and a CAS (not Go's add: it must not subtract from a word spread meanwhile; contention
 // on the word, where a CAS loop would retry, is what spreads it) and goes slow only when it was
-// the last reader and a writer waits; unlocking what is not held is seen from the old count (0), and the count is put back
-// before the throw, so the word ends as it was; unlock clears a word that is exactly kWriter (once
-// spread: kWriter, kSpread and whatever count the word keeps, below).
+// the last reader and a writer waits; unlocking what is not held is seen from the old count (0),
+// and the count is put back before the throw, so the word ends as it was; unlock clears a word
+// that is exactly kWriter (once spread: kWriter, kSpread and whatever count the word keeps).
 //
 // Spread readers. With the count in one word, two cores reading at once hand its cache line to
 // each other twice per read section: on this 2-core VM a read section cost 53 ns against 15 ns
@@ -43,8 +42,9 @@
 // (hand_off_if_last_reader, under guard_); a reader backing out re-loads the word after its
 // subtraction, so a writer whose sum still counted it gets the hand-off from it. Readers granted
 // by a writer's unlock are added to counter 0. Readers that counted in the word before the
-// spread (or that read spread_ a moment late) stay counted there; they may unlock through a
-// counter, which leaves the word's count high and the counters' sum low by the same amount.
+// spread (or that read spread_ a moment late) stay counted there; they unlock through a counter
+// (release_word_count diverts once it sees kSpread), which leaves the word's count high and the
+// counters' sum low by the same amount.
 // So once spread, kWriter is never set while a reader is inside. A reader that sees kWriter
 // after its subtraction either just left (its subtraction let another reader hand over) or held
 // nothing: under guard_, with kWriter still set, the sum tells them apart (0, or negative for a
@@ -52,14 +52,16 @@
 // makes the sum negative, which the next writer's sum finds: it aborts with a message (the
 // alternative, waiting for a negative count to reach 0, hangs).
 //
-// Lifetime: as with any mutex, a writer that got in may destroy the RWMutex (POSIX asks this of
-// its locks), while an unlock_shared whose subtraction let it in is still running. In the word
-// only the last reader's own hand-off lets a queued writer in (any other reader would be in a
-// lock_shared, on a mutex its owner may not destroy), and it touches the mutex for the last time
-// before the wake. Spread, any leaving reader may be the one, and it reads the word after its
-// subtraction: it marks itself leaving in that same add (RWReaderSlots::kLeaving) and unmarks as
-// its last access, and the destructor waits for the marks to go. release_word_count never
-// subtracts from a spread word (a CAS that fails on kSpread), so no reader leaves unmarked.
+// Lifetime: as with any mutex, a writer that got in may destroy the RWMutex (POSIX asks this of its
+// locks), while an unlock_shared whose subtraction let it in is still running. In the word only the
+// last reader's own hand-off lets a queued writer in (any other reader would be in a lock_shared,
+// on a mutex its owner may not destroy), and it touches the mutex for the last time before the wake
+// -- except at shutdown, where the queued writer's unwinding may reopen the word to a fast-path
+// writer while that reader heads for the guard. Spread, any leaving reader may be the one, and it
+// reads the word after its subtraction: it marks itself leaving (RWReaderSlots::Slot::leaving, on
+// its counter's line) before the subtraction and unmarks as its last access, and the destructor
+// waits for the marks to go. release_word_count never subtracts from a spread word (a CAS that
+// fails on kSpread), so no reader leaves unmarked.
 //
 // Shutdown: a waiter unwound (FiberUnwind) before its grant leaves its list; a writer that does
 // so also clears kWriterWaiting when it was the last one queued, and lets in the readers that
@@ -91,21 +93,18 @@ namespace detail {
 // A mutex used later by a runtime with more workers shares counters (index modulo count): any
 // counter will do, only the sum matters.
 struct RWReaderSlots {
-  // A counter holds count + leaving * kLeaving: the readers counted here (low 40 bits, two's
-  // complement, negative when readers locked elsewhere and unlocked here) and the
-  // unlock_shared calls that left through it and may still read the mutex (above).
-  static constexpr std::int64_t kLeaving = std::int64_t{1} << 40;
-  static std::int64_t count_of(std::int64_t v) noexcept {
-    return static_cast<std::int64_t>(static_cast<std::uint64_t>(v) << 24) >> 24;
-  }
-  static std::int64_t leaving_of(std::int64_t v) noexcept { return (v - count_of(v)) >> 40; }
+  // n: the readers counted here, negative when readers locked elsewhere and unlocked here (a
+  // single counter drifts without bound -- grants go to counter 0, fibers migrate -- so it gets a
+  // full 64 bits). leaving: unlock_shared calls that left through this counter and may still
+  // read the mutex (header comment). Both on the counter's own line.
   struct alignas(64) Slot {
     std::atomic<std::int64_t> n{0};
+    std::atomic<std::uint32_t> leaving{0};
   };
   explicit RWReaderSlots(unsigned workers, Slot* slots) : count(workers), slot(slots) {}
-  std::atomic<std::int64_t>& current() noexcept {
+  Slot& current() noexcept {
     const Worker* w = current_worker();  // null on a plain thread (try_lock_shared, unlocks)
-    return slot[w ? w->index % count : 0].n;
+    return slot[w ? w->index % count : 0];
   }
   const unsigned count;
   const std::unique_ptr<Slot[]> slot;
@@ -143,8 +142,7 @@ RWMutex::~RWMutex() {
   // guard_) while that writer destroys it: wait until every one has finished. They never park,
   // so this is a short wait unless the kernel preempted one.
   for (unsigned i = 0; i < sp->count; ++i) {
-    for (int spins = 0;
-         RWReaderSlots::leaving_of(sp->slot[i].n.load(std::memory_order_acquire)) != 0; ++spins) {
+    for (int spins = 0; sp->slot[i].leaving.load(std::memory_order_acquire) != 0; ++spins) {
       if (spins < 64) {
         __builtin_ia32_pause();
       } else {
@@ -159,7 +157,7 @@ std::int64_t RWMutex::readers_sum(std::uint64_t s) const {
   std::int64_t n = static_cast<std::int64_t>(s >> kReaderShift);
   if (RWReaderSlots* sp = spread_.load(std::memory_order_seq_cst)) {
     for (unsigned i = 0; i < sp->count; ++i) {
-      n += RWReaderSlots::count_of(sp->slot[i].n.load(std::memory_order_seq_cst));
+      n += sp->slot[i].n.load(std::memory_order_seq_cst);
     }
   }
   return n;
@@ -176,8 +174,9 @@ std::uint64_t RWMutex::grant_readers(std::uint64_t s, std::uint64_t n) {
   if (!(s & kSpread)) return n * kReader;
   // Counted in a counter, where their unlocks will take them off; guard_'s release publishes it
   // to the next writer that sums, the wake to the readers.
-  spread_.load(std::memory_order_relaxed)->slot[0].n.fetch_add(static_cast<std::int64_t>(n),
-                                                                std::memory_order_relaxed);
+  spread_.load(std::memory_order_relaxed)
+      ->slot[0]
+      .n.fetch_add(static_cast<std::int64_t>(n), std::memory_order_relaxed);
   return 0;
 }
 
@@ -344,7 +343,7 @@ void RWMutex::unlock_slow() {
 
 bool RWMutex::try_lock_shared() noexcept {
   if (RWReaderSlots* sp = spread_.load(std::memory_order_acquire)) {
-    std::atomic<std::int64_t>& mine = sp->current();
+    std::atomic<std::int64_t>& mine = sp->current().n;
     mine.fetch_add(1, std::memory_order_seq_cst);
     if (!(state_.load(std::memory_order_seq_cst) & (kWriter | kWriterWaiting))) return true;
     mine.fetch_sub(1, std::memory_order_seq_cst);
@@ -406,7 +405,7 @@ void RWMutex::lock_shared_slow() {  // lock_shared checked that we run on a fibe
       if (RWReaderSlots* sp = spread_.load(std::memory_order_relaxed)) {
         // kWriterWaiting cannot appear while we hold guard_; kWriter only through a writer's
         // unlock clearing it.
-        std::atomic<std::int64_t>& mine = sp->current();
+        std::atomic<std::int64_t>& mine = sp->current().n;
         mine.fetch_add(1, std::memory_order_seq_cst);
         s = state_.load(std::memory_order_seq_cst);
         if (!(s & (kWriter | kWriterWaiting))) {
@@ -432,7 +431,7 @@ void RWMutex::lock_shared_slow() {  // lock_shared checked that we run on a fibe
 }
 
 void RWMutex::lock_shared_spread(RWReaderSlots* sp) {
-  std::atomic<std::int64_t>& mine = sp->current();
+  std::atomic<std::int64_t>& mine = sp->current().n;
   mine.fetch_add(1, std::memory_order_seq_cst);
   if (!(state_.load(std::memory_order_seq_cst) & (kWriter | kWriterWaiting))) [[likely]]
     return;
@@ -443,14 +442,17 @@ void RWMutex::lock_shared_spread(RWReaderSlots* sp) {
 }
 
 void RWMutex::unlock_shared_spread(RWReaderSlots* sp) {
-  std::atomic<std::int64_t>& mine = sp->current();
-  // Leave, and in the same add say that we still read the mutex: from here a writer may get in
-  // and destroy it, and the destructor waits for the mark to go (the last thing we do).
-  mine.fetch_add(RWReaderSlots::kLeaving - 1, std::memory_order_seq_cst);
+  RWReaderSlots::Slot& slot = sp->current();
+  std::atomic<std::int64_t>& mine = slot.n;
+  // Say that we still read the mutex, then leave: from our subtraction on a writer may get in and
+  // destroy it (a writer that saw the subtraction synchronised with it, so it sees the mark), and
+  // the destructor waits for the mark to go, the last thing we do.
+  slot.leaving.fetch_add(1, std::memory_order_relaxed);
   struct LeftMark {
-    std::atomic<std::int64_t>& n;
-    ~LeftMark() { n.fetch_sub(RWReaderSlots::kLeaving, std::memory_order_release); }
-  } left{mine};
+    std::atomic<std::uint32_t>& leaving;
+    ~LeftMark() { leaving.fetch_sub(1, std::memory_order_release); }
+  } left{slot.leaving};
+  mine.fetch_sub(1, std::memory_order_seq_cst);
   const std::uint64_t s = state_.load(std::memory_order_seq_cst);
   if (!(s & (kWriter | kWriterWaiting))) [[likely]]
     return;
