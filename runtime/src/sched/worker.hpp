@@ -49,8 +49,12 @@ struct alignas(64) Worker {
   std::uint32_t coop_count = 0;
   std::uint64_t rng = 0;
   std::uint64_t next_id = 0, id_end = 0;  // batch of fiber ids handed to this worker
-  int* errno_addr = nullptr;              // this thread's errno (bind_thread_state)
-  void* eh_globals = nullptr;             // this thread's __cxa_eh_globals
+  // The RWMutex whose spread unlock_shared this worker is running, null otherwise: written by the
+  // owner thread (release), read by ~RWMutex on any thread (acquire), which waits while it names
+  // the dying mutex (rw_mutex.cpp, "Lifetime").
+  std::atomic<const void*> rw_leaving{nullptr};
+  int* errno_addr = nullptr;   // this thread's errno (bind_thread_state)
+  void* eh_globals = nullptr;  // this thread's __cxa_eh_globals
 #if defined(__SANITIZE_ADDRESS__)
   const void* thread_stack_bottom = nullptr;
   std::size_t thread_stack_size = 0;

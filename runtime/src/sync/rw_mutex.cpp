@@ -52,16 +52,18 @@
 // makes the sum negative, which the next writer's sum finds: it aborts with a message (the
 // alternative, waiting for a negative count to reach 0, hangs).
 //
-// Lifetime: as with any mutex, a writer that got in may destroy the RWMutex (POSIX asks this of its
-// locks), while an unlock_shared whose subtraction let it in is still running. In the word only the
-// last reader's own hand-off lets a queued writer in (any other reader would be in a lock_shared,
-// on a mutex its owner may not destroy), and it touches the mutex for the last time before the wake
-// -- except at shutdown, where the queued writer's unwinding may reopen the word to a fast-path
-// writer while that reader heads for the guard. Spread, any leaving reader may be the one, and it
-// reads the word after its subtraction: it marks itself leaving (RWReaderSlots::Slot::leaving, on
-// its counter's line) before the subtraction and unmarks as its last access, and the destructor
-// waits for the marks to go. release_word_count never subtracts from a spread word (a CAS that
-// fails on kSpread), so no reader leaves unmarked.
+// Lifetime: as with any mutex, a writer that got in may destroy the RWMutex (POSIX asks this of
+// its locks), while an unlock_shared whose subtraction let it in is still running. In the word
+// only the last reader's own hand-off lets a queued writer in (any other reader would be in a
+// lock_shared, on a mutex its owner may not destroy), and it touches the mutex for the last time
+// before the wake -- except at shutdown, where the queued writer's unwinding may reopen the word
+// to a fast-path writer while that reader heads for the guard. Spread, any leaving reader may be
+// the one, and it reads the word after its subtraction: before subtracting it names the mutex in
+// its worker's Worker::rw_leaving (a plain release store; a plain thread counts itself in its
+// counter's `leaving` instead), and clears it as its last access; the destructor waits while any
+// worker names it or any counter counts a leaver. A writer that saw the subtraction synchronised
+// with it, so it sees the mark. release_word_count never subtracts from a spread word (a CAS
+// that fails on kSpread), so no reader leaves unmarked.
 //
 // Shutdown: a waiter unwound (FiberUnwind) before its grant leaves its list; a writer that does
 // so also clears kWriterWaiting when it was the last one queued, and lets in the readers that
@@ -95,17 +97,16 @@ namespace detail {
 struct RWReaderSlots {
   // n: the readers counted here, negative when readers locked elsewhere and unlocked here (a
   // single counter drifts without bound -- grants go to counter 0, fibers migrate -- so it gets a
-  // full 64 bits). leaving: unlock_shared calls that left through this counter and may still
-  // read the mutex (header comment). Both on the counter's own line.
+  // full 64 bits). leaving: unlock_shared calls from plain threads (no Worker::rw_leaving) that
+  // left through this counter and may still read the mutex (header comment).
   struct alignas(64) Slot {
     std::atomic<std::int64_t> n{0};
     std::atomic<std::uint32_t> leaving{0};
   };
   explicit RWReaderSlots(unsigned workers, Slot* slots) : count(workers), slot(slots) {}
-  Slot& current() noexcept {
-    const Worker* w = current_worker();  // null on a plain thread (try_lock_shared, unlocks)
-    return slot[w ? w->index % count : 0];
-  }
+  Slot& of(const Worker* w) noexcept { return slot[w ? w->index % count : 0]; }
+  // w: null on a plain thread (try_lock_shared, unlocks).
+  Slot& current() noexcept { return of(current_worker()); }
   const unsigned count;
   const std::unique_ptr<Slot[]> slot;
 };
@@ -140,15 +141,26 @@ RWMutex::~RWMutex() {
   if (!sp) return;
   // An unlock_shared whose subtraction let a writer in may still be reading the mutex (the word,
   // guard_) while that writer destroys it: wait until every one has finished. They never park,
-  // so this is a short wait unless the kernel preempted one.
-  for (unsigned i = 0; i < sp->count; ++i) {
-    for (int spins = 0; sp->slot[i].leaving.load(std::memory_order_acquire) != 0; ++spins) {
+  // so this is a short wait unless the kernel preempted one. Unlocks run on the workers of the
+  // runtime running now (none once it ended) or on plain threads.
+  const auto wait_while = [](auto still_leaving) {
+    for (int spins = 0; still_leaving(); ++spins) {
       if (spins < 64) {
         __builtin_ia32_pause();
       } else {
         sched_yield();
       }
     }
+  };
+  if (detail::Runtime* rt = detail::current_runtime()) {
+    for (unsigned i = 0; i < rt->nworkers(); ++i) {
+      const detail::Worker& w = rt->worker(i);
+      wait_while([&] { return w.rw_leaving.load(std::memory_order_acquire) == this; });
+    }
+  }
+  for (unsigned i = 0; i < sp->count; ++i) {
+    const auto& leaving = sp->slot[i].leaving;
+    wait_while([&] { return leaving.load(std::memory_order_acquire) != 0; });
   }
   delete sp;
 }
@@ -442,16 +454,33 @@ void RWMutex::lock_shared_spread(RWReaderSlots* sp) {
 }
 
 void RWMutex::unlock_shared_spread(RWReaderSlots* sp) {
-  RWReaderSlots::Slot& slot = sp->current();
-  std::atomic<std::int64_t>& mine = slot.n;
   // Say that we still read the mutex, then leave: from our subtraction on a writer may get in and
   // destroy it (a writer that saw the subtraction synchronised with it, so it sees the mark), and
-  // the destructor waits for the mark to go, the last thing we do.
-  slot.leaving.fetch_add(1, std::memory_order_relaxed);
+  // the destructor waits for the mark to go, the last thing we do. On a worker the mark is a
+  // plain store to the worker (nothing parks in here, so the worker stays ours); a locked add
+  // per mark cost 5-7 ns per read section.
+  detail::Worker* const w = detail::current_worker();
+  RWReaderSlots::Slot& slot = sp->of(w);
+  std::atomic<std::int64_t>& mine = slot.n;
   struct LeftMark {
+    detail::Worker* w;
     std::atomic<std::uint32_t>& leaving;
-    ~LeftMark() { leaving.fetch_sub(1, std::memory_order_release); }
-  } left{slot.leaving};
+    LeftMark(detail::Worker* worker, std::atomic<std::uint32_t>& l, const RWMutex* mu)
+        : w(worker), leaving(l) {
+      if (w) {
+        w->rw_leaving.store(mu, std::memory_order_release);
+      } else {
+        leaving.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
+    ~LeftMark() {
+      if (w) {
+        w->rw_leaving.store(nullptr, std::memory_order_release);
+      } else {
+        leaving.fetch_sub(1, std::memory_order_release);
+      }
+    }
+  } left{w, slot.leaving, this};
   mine.fetch_sub(1, std::memory_order_seq_cst);
   const std::uint64_t s = state_.load(std::memory_order_seq_cst);
   if (!(s & (kWriter | kWriterWaiting))) [[likely]]
