@@ -290,6 +290,7 @@ class RWMutex {
   void lock_shared_contended(std::uint64_t seen);  // the add saw a writer or another reader
   void lock_shared_slow();
   void unlock_shared_slow(std::uint64_t seen);  // seen: the word before this reader's sub
+  bool try_lock_shared_spread(detail::RWReaderSlots* spread) noexcept;  // backs out on failure
   void lock_shared_spread(detail::RWReaderSlots* spread);
   void unlock_shared_spread(detail::RWReaderSlots* spread);
   void unlock_shared_after_spread();  // release_word_count found the word spread

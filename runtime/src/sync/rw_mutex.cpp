@@ -354,15 +354,8 @@ void RWMutex::unlock_slow() {
 }
 
 bool RWMutex::try_lock_shared() noexcept {
-  if (RWReaderSlots* sp = spread_.load(std::memory_order_acquire)) {
-    std::atomic<std::int64_t>& mine = sp->current().n;
-    mine.fetch_add(1, std::memory_order_seq_cst);
-    if (!(state_.load(std::memory_order_seq_cst) & (kWriter | kWriterWaiting))) return true;
-    mine.fetch_sub(1, std::memory_order_seq_cst);
-    // A writer whose sum still counted us waits for a hand-off.
-    if (state_.load(std::memory_order_seq_cst) & kWriterWaiting) hand_off_if_last_reader();
-    return false;
-  }
+  if (RWReaderSlots* sp = spread_.load(std::memory_order_acquire))
+    return try_lock_shared_spread(sp);
   std::uint64_t s = state_.load(std::memory_order_relaxed);
   while (!(s & (kWriter | kWriterWaiting))) {
     WEFT_ASSERT((s & kReaderMask) != kReaderMask, "too many RWMutex readers");
@@ -442,15 +435,19 @@ void RWMutex::lock_shared_slow() {  // lock_shared checked that we run on a fibe
   WEFT_ASSERT(node.grant == kGranted, "an RWMutex reader woke without the lock");
 }
 
-void RWMutex::lock_shared_spread(RWReaderSlots* sp) {
+bool RWMutex::try_lock_shared_spread(RWReaderSlots* sp) noexcept {
   std::atomic<std::int64_t>& mine = sp->current().n;
   mine.fetch_add(1, std::memory_order_seq_cst);
   if (!(state_.load(std::memory_order_seq_cst) & (kWriter | kWriterWaiting))) [[likely]]
-    return;
-  // A writer holds or is announced: back out, hand over if a writer's sum counted us last, queue.
+    return true;
+  // A writer holds or is announced: back out, and hand over if a writer's sum counted us last.
   mine.fetch_sub(1, std::memory_order_seq_cst);
   if (state_.load(std::memory_order_seq_cst) & kWriterWaiting) hand_off_if_last_reader();
-  lock_shared_slow();
+  return false;
+}
+
+void RWMutex::lock_shared_spread(RWReaderSlots* sp) {
+  if (!try_lock_shared_spread(sp)) lock_shared_slow();
 }
 
 void RWMutex::unlock_shared_spread(RWReaderSlots* sp) {
