@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -343,6 +344,33 @@ TEST(StackPool, TrimReleasesOnlyStacksIdleForAWholeIntervalBeyondAHotSetThatDeca
   EXPECT_EQ(zeroed(), 0u);
   pool.trim();
   EXPECT_EQ(zeroed(), kStacks - kHot);
+}
+
+// Trimmed stacks are kept as runs of neighbours, merged as trims add to them. Released in a
+// shuffled order, trimmed over several intervals (each adds a batch of runs that must merge with
+// the earlier ones), then taken back: exactly the stacks released, each once.
+TEST(StackPool, TrimmedStacksComeBackEachOnceWhateverOrderTheyWereFreedIn) {
+  constexpr std::size_t kStacks = 40 * StackPool::kRefillBatch;  // spans 3 regions of 256
+  StackPool pool(16 << 10, true);
+  StackCache c;
+  std::vector<char*> stacks;
+  for (std::size_t i = 0; i < kStacks; ++i) stacks.push_back(pool.acquire(c, 0));
+  std::mt19937 rng(3);
+  std::shuffle(stacks.begin(), stacks.end(), rng);
+  for (char* s : stacks) pool.release(c, s, 0);
+  pool.drain(c);
+  for (int i = 0; i < 10; ++i) pool.trim();
+  ASSERT_EQ(pool.cached(), kStacks);
+  std::set<char*> back;
+  for (std::size_t i = 0; i < kStacks; ++i) {
+    char* s = pool.acquire(c, 0);
+    std::memset(s, 1, pool.stack_size());
+    EXPECT_TRUE(back.insert(s).second) << "a stack was handed out twice";
+  }
+  EXPECT_EQ(back, std::set<char*>(stacks.begin(), stacks.end()));
+  EXPECT_EQ(pool.cached(), 0u);
+  for (char* s : back) pool.release(c, s, 0);
+  pool.drain(c);
 }
 
 // Each thread owns its cache; the shared pool is under the lock. No stack is ever held by two

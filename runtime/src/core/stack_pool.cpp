@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/vm_maps.hpp"
+#include "weft/detail/assert.hpp"
 
 namespace weft::detail {
 namespace {
@@ -25,9 +26,10 @@ constexpr std::size_t kSlotsPerRegion = 256;
 constexpr std::size_t kSharedHotStacks = 256;    // most shared stacks trim() keeps committed
 constexpr std::size_t kSharedHotStacksMin = 16;  // what the hot set decays to when unused
 
-// Capacity over twice the size (and past a page of pointers): fit it.
-void shrink_if_oversized(std::vector<char*>& v) {
-  if (v.capacity() > 512 && v.capacity() > 2 * v.size()) v.shrink_to_fit();
+// Capacity over twice the size (and past a few pages): fit it.
+template <typename T>
+void shrink_if_oversized(std::vector<T>& v) {
+  if (v.capacity() * sizeof(T) > 4096 && v.capacity() > 2 * v.size()) v.shrink_to_fit();
 }
 
 [[noreturn]] void die(const std::string& msg) {
@@ -150,12 +152,15 @@ char* StackPool::acquire(StackCache& cache, unsigned cls) {
     ThreadMutexLock lock(mu_);
     SizeClass& sc = classes_[cls];
     // Prefer stacks whose pages are still committed: touching them costs no page faults.
-    for (auto* list : {&sc.dirty, &sc.clean}) {
-      if (list->empty()) continue;
-      const std::size_t k = std::min(kRefillBatch, list->size());
-      mine.insert(mine.end(), list->end() - static_cast<std::ptrdiff_t>(k), list->end());
-      list->resize(list->size() - k);
-      if (list == &sc.dirty && sc.dirty.size() < sc.dirty_low) sc.dirty_low = sc.dirty.size();
+    if (!sc.dirty.empty()) {
+      const std::size_t k = std::min(kRefillBatch, sc.dirty.size());
+      mine.insert(mine.end(), sc.dirty.end() - static_cast<std::ptrdiff_t>(k), sc.dirty.end());
+      sc.dirty.resize(sc.dirty.size() - k);
+      sc.dirty_low = std::min(sc.dirty_low, sc.dirty.size());
+    } else if (sc.clean_stacks != 0) {
+      take_clean_locked(cls, kRefillBatch, mine);
+    }
+    if (!mine.empty()) {
       char* s = mine.back();
       mine.pop_back();
       return s;
@@ -168,6 +173,42 @@ char* StackPool::acquire(StackCache& cache, unsigned cls) {
   // The cache pops from the back: the lowest slot goes first, as the slots were carved.
   for (std::size_t i = n; i-- > 1;) mine.push_back(install_guard(first + i * slot_size(cls)));
   return install_guard(first);
+}
+
+void StackPool::add_clean_locked(unsigned cls, std::vector<char*>& stacks) {
+  if (stacks.empty()) return;
+  SizeClass& sc = classes_[cls];
+  const std::size_t slot = slot_size(cls);
+  std::sort(stacks.begin(), stacks.end());
+  std::vector<CleanRun> merged;
+  merged.reserve(sc.clean.size() + 16);
+  auto append = [&](char* first, std::size_t count) {
+    if (!merged.empty() && merged.back().first + merged.back().count * slot == first) {
+      merged.back().count += count;
+    } else {
+      merged.push_back({first, count});
+    }
+  };
+  auto run = sc.clean.begin();
+  for (char* s : stacks) {
+    for (; run != sc.clean.end() && run->first < s; ++run) append(run->first, run->count);
+    WEFT_ASSERT(run == sc.clean.end() || run->first != s, "a stack was trimmed twice");
+    append(s, 1);
+  }
+  for (; run != sc.clean.end(); ++run) append(run->first, run->count);
+  sc.clean.swap(merged);
+  sc.clean_stacks += stacks.size();
+}
+
+void StackPool::take_clean_locked(unsigned cls, std::size_t max, std::vector<char*>& out) {
+  SizeClass& sc = classes_[cls];
+  CleanRun& run = sc.clean.back();
+  const std::size_t k = std::min(max, run.count);
+  // The cache pops from the back: the run's lowest stack goes first.
+  run.count -= k;
+  for (std::size_t i = k; i-- > 0;) out.push_back(run.first + (run.count + i) * slot_size(cls));
+  sc.clean_stacks -= k;
+  if (run.count == 0) sc.clean.pop_back();
 }
 
 void StackPool::release(StackCache& cache, char* stack, unsigned cls) {
@@ -265,7 +306,7 @@ void StackPool::trim_class(unsigned cls) {
     sc.dirty.insert(sc.dirty.begin(), victims.begin(), victims.end());
     sc.dirty_low = sc.dirty.size();
   } else {
-    sc.clean.insert(sc.clean.end(), victims.begin(), victims.end());
+    add_clean_locked(cls, victims);
   }
   // A burst grew the dirty list (it held every stack of the burst on its way to clean), and
   // both lists are heap blocks: fit them to what they hold, or a burst's list stays resident.
@@ -281,7 +322,7 @@ std::uint64_t StackPool::reserved_bytes() const noexcept {
 std::uint64_t StackPool::cached() const noexcept {
   ThreadMutexLock lock(mu_);
   std::uint64_t n = 0;
-  for (const SizeClass& sc : classes_) n += sc.dirty.size() + sc.clean.size();
+  for (const SizeClass& sc : classes_) n += sc.dirty.size() + sc.clean_stacks;
   return n;
 }
 
