@@ -107,6 +107,56 @@ TEST_P(HibernationTest, ParkedFibersKeepTheirLocalsAndStackBuffers) {
       hib_opts());
 }
 
+// Images live in blocks that are compacted once most of a crowd has woken: the survivors'
+// images move (the hibernator scans every 10 ms here, and the test sleeps through many scans),
+// and each survivor still gets its own bytes back. The buffers are incompressible, so that the
+// images fill many blocks.
+TEST_P(HibernationTest, TheSurvivorsOfAWokenCrowdGetTheirBytesBackAfterTheirImagesMove) {
+  SKIP_WITHOUT_USERFAULTFD();
+  weft::run(
+      [] {
+        constexpr int kFibers = 1000;
+        constexpr std::size_t kBytes = 1500;
+        auto noise = [](unsigned char* p, unsigned seed, bool write) {
+          std::uint32_t x = seed * 2654435761u + 1;
+          for (std::size_t i = 0; i < kBytes; ++i) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            const auto b = static_cast<unsigned char>(x | 1);
+            if (write) {
+              p[i] = b;
+            } else if (p[i] != b) {
+              return false;
+            }
+          }
+          return true;
+        };
+        std::vector<weft::Chan<int>> gates(kFibers);
+        std::vector<weft::Task<bool>> tasks;
+        for (int i = 0; i < kFibers; ++i) {
+          tasks.push_back(weft::spawn([gate = gates[i], i, noise] {
+            unsigned char buf[kBytes];
+            noise(buf, static_cast<unsigned>(i), true);
+            const int v = gate.recv().value_or(-1);
+            return v == 1 && noise(buf, static_cast<unsigned>(i), false);
+          }));
+        }
+        ASSERT_TRUE(hibernated_at_least(kFibers));
+        for (int i = 0; i < kFibers; ++i) {
+          if (i % 10 != 0) gates[i].send(1);
+        }
+        for (int i = 0; i < kFibers; ++i) {
+          if (i % 10 != 0) EXPECT_TRUE(tasks[i].join());
+        }
+        weft::this_fiber::sleep_for(300ms);  // about 30 scans, each compacting up to 16 blocks
+        for (int i = 0; i < kFibers; i += 10) gates[i].send(1);
+        for (int i = 0; i < kFibers; i += 10) EXPECT_TRUE(tasks[i].join()) << "fiber " << i;
+        EXPECT_EQ(weft::stats().hibernated_image_bytes, 0u);
+      },
+      hib_opts());
+}
+
 TEST_P(HibernationTest, SendersHandValuesToHibernatedReceivers) {
   SKIP_WITHOUT_USERFAULTFD();
   weft::run(

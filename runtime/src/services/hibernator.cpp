@@ -39,8 +39,10 @@ namespace {
 constexpr std::int64_t kMs = 1000000;
 constexpr std::size_t kMaxCandidatesPerScan = 1 << 16;
 constexpr unsigned kFaultCheckEvery = 1;  // hibernations between looks at pending faults
-// A record's map node and allocator header, beyond the Record itself and its image.
+// A record's map node and arena header, beyond the Record itself and its image.
 constexpr std::size_t kRecordOverhead = 96;
+// Sparse image blocks moved together per scan: at most 16 KiB of live images each.
+constexpr std::size_t kCompactBlocksPerScan = 16;
 constexpr std::size_t kPageFlagsUnknown = ~std::size_t{0};
 
 std::atomic<bool> g_said_unavailable{false};
@@ -284,6 +286,17 @@ void Hibernator::scan(std::int64_t now) {
     }
   }
   candidates_.clear();
+  compact_images();
+}
+
+void Hibernator::compact_images() {
+  ThreadMutexLock lock(mu_);
+  images_.compact(
+      [this](void*, void* to) ABSL_NO_THREAD_SAFETY_ANALYSIS {  // mu_ is held
+        auto* r = static_cast<Record*>(to);
+        records_.find(r->slot_lo)->second = r;
+      },
+      kCompactBlocksPerScan);
 }
 
 void Hibernator::release_candidate(Fiber* f) {
@@ -413,8 +426,8 @@ void Hibernator::hibernate(Fiber* f) {
                                                 lz4_buf_.data(), static_cast<int>(size), bound_lz4);
   const bool lz4 = packed > 0 && static_cast<std::size_t>(packed) < size;
   const std::size_t stored = lz4 ? static_cast<std::size_t>(packed) : size;
-  auto* r = static_cast<Record*>(::operator new(sizeof(Record) + stored));
-  *r = Record{f, slot_lo, stack_lo, top, live_lo, stored, size, lz4};
+  auto* r = new (images_.allocate(sizeof(Record) + stored))
+      Record{f, slot_lo, stack_lo, top, live_lo, stored, size, lz4};
   std::memcpy(r->image(), lz4 ? static_cast<const void*>(lz4_buf_.data()) : encode_buf_.data(),
               stored);
   records_.emplace(slot_lo, r);
@@ -513,7 +526,7 @@ void Hibernator::restore_locked(Record* r) {
   image_bytes_.fetch_sub(r->size, std::memory_order_relaxed);
   released_bytes_.fetch_sub(r->top - r->stack_lo, std::memory_order_relaxed);
   restores_.fetch_add(1, std::memory_order_relaxed);
-  ::operator delete(r);
+  images_.free(r, sizeof(Record) + r->size);
   f->hibernation.store(0, std::memory_order_release);
 }
 

@@ -63,6 +63,7 @@
 #include <vector>
 
 #include "core/stack_restorer.hpp"
+#include "services/image_arena.hpp"
 #include "weft/detail/thread_mutex.hpp"
 
 namespace weft::detail {
@@ -121,6 +122,9 @@ class Hibernator final : public StackRestorer {
   void serve_faults();
   void release_candidate(Fiber* f);
   void shrink_buffers_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the records of sparse image blocks together (ImageArena::compact), a few blocks at a
+  // time: mu_ is held throughout, and workers restoring wait for it.
+  void compact_images();
   void restore_locked(Record* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Separate registered runs that adding (+1) or removing (-1) [lo, top) changes.
   long run_delta_locked(std::uintptr_t lo, std::uintptr_t top) const
@@ -137,6 +141,7 @@ class Hibernator final : public StackRestorer {
   const std::size_t page_;
   mutable ThreadMutex mu_;
   std::map<std::uintptr_t, Record*> records_ ABSL_GUARDED_BY(mu_);  // by slot_lo
+  ImageArena images_ ABSL_GUARDED_BY(mu_);                          // the records, images included
   long runs_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<unsigned char> encode_buf_ ABSL_GUARDED_BY(mu_);
   std::vector<char> lz4_buf_ ABSL_GUARDED_BY(mu_);  // compressed image, before its record
