@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "core/fiber_alloc.hpp"
 #include "weft/detail/memory_return.hpp"
@@ -54,6 +55,22 @@ void run_memory_returners() noexcept {
   for (auto& slot : g_returners) {
     if (MemoryReturner fn = slot.load(std::memory_order_acquire)) fn();
   }
+}
+
+bool HeapReturn::tune_allocator() noexcept {
+  static const bool tuned = [] {
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    const bool user_set = std::getenv("MALLOC_TRIM_THRESHOLD_") || std::getenv("MALLOC_TOP_PAD_") ||
+                          std::getenv("MALLOC_MMAP_THRESHOLD_") ||
+                          (tunables && (std::strstr(tunables, "glibc.malloc.trim_threshold") ||
+                                        std::strstr(tunables, "glibc.malloc.top_pad") ||
+                                        std::strstr(tunables, "glibc.malloc.mmap_threshold")));
+    if (user_set) return false;
+    mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+    mallopt(M_TOP_PAD, 0);
+    return true;
+  }();
+  return tuned;
 }
 
 HeapReturn::Hooks HeapReturn::real_hooks() noexcept {

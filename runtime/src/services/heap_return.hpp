@@ -27,6 +27,16 @@
 //    gave back little (under kWorthwhileBytes and 1/16 of RSS) doubles the period, up to
 //    kMaxBackoff times the interval, so a steady, fragmented heap is not walked every interval;
 //    one that gave back more, or a burst's trim, resets it.
+// The tops of the arenas: malloc_trim gives back free chunks inside every arena, but the free top
+// of a thread's arena (not the main one) shrinks only in free(), when the top outgrows glibc's
+// trim threshold, down to its top pad (128 KiB). glibc also raises that threshold, up to 64 MiB,
+// each time a program frees a large mmap'ed block: one 230 KB list freed on the monitor thread
+// left that thread's arena with 256 KB of free top resident for good, and each worker's arena
+// 100-250 KB more after 10,000 chat clients left. So tune_allocator() (called once the heap
+// return is on) holds the threshold at glibc's own default, 128 KiB, which also keeps blocks from
+// 128 KiB up in their own mappings, and drops the top pad to 0, so a free top past the threshold
+// goes back whole. Settings made through the environment (MALLOC_TRIM_THRESHOLD_,
+// MALLOC_TOP_PAD_, MALLOC_MMAP_THRESHOLD_, or GLIBC_TUNABLES) win: it then changes nothing.
 // Owned by the monitor thread alone.
 #pragma once
 
@@ -42,6 +52,8 @@ class HeapReturn {
     void (*release)();  // the memory returners, FiberAlloc::release_cached, then malloc_trim(0)
   };
   static Hooks real_hooks() noexcept;
+  // The mallopt settings above, once per process; false when the environment had its own.
+  static bool tune_allocator() noexcept;
 
   // interval_ns 0: never (neither trigger).
   explicit HeapReturn(std::int64_t interval_ns, Hooks hooks = real_hooks()) noexcept

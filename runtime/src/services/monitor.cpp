@@ -46,6 +46,7 @@ Monitor::Monitor(Runtime& rt)
     sa.sa_flags = SA_RESTART;
     sigquit_installed_ = sigaction(SIGQUIT, &sa, nullptr) == 0;
   }
+  if (rt.options().heap_return_interval.count() > 0) HeapReturn::tune_allocator();
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "weft-monitor");
     OwnThread own;
