@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "grown_rings.hpp"
 #include "timer_chan.hpp"
 
 namespace weft::detail {
@@ -26,10 +27,6 @@ void queue_and_park(ChanCore* c, WaiterQueue& q, ChanWaiter& w, bool is_recv)
                      c->destroy_elem(w.slot);
                    }
                  });
-}
-
-std::size_t ring_align(const ElemOps* ops) noexcept {
-  return ops->align > alignof(std::max_align_t) ? ops->align : alignof(std::max_align_t);
 }
 
 // The ring is full (count == ring_cap) and the channel is not (ring_cap < cap): a ring twice the
@@ -63,6 +60,7 @@ void grow_ring_locked(ChanCore* c) noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->loc
   c->ring_cap = want;
   c->recvx = 0;
   c->sendx = n;
+  list_grown_ring_locked(c);
 }
 
 }  // namespace
@@ -145,6 +143,7 @@ void chan_retain(ChanCore* c) noexcept {
 // Not analysed for locks: the last handle is gone, so nothing else can reach the channel.
 void chan_release(ChanCore* c) noexcept ABSL_NO_THREAD_SAFETY_ANALYSIS {
   if (!c || c->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  unlist_grown_ring(c);
   if (c->timer) destroy_timer(c);
   // Nobody else holds the channel, so no waiter can be queued (a waiter holds a handle).
   std::size_t n = c->count.load(std::memory_order_relaxed);

@@ -76,12 +76,23 @@ class WaiterQueue : public IntrusiveList<ChanWaiter> {
 };
 
 struct TimerChannel;
+class ChanCore;
+
+// A channel's link in the list of grown rings (grown_rings.hpp), guarded by that list's mutex.
+struct GrownRingNode {
+  GrownRingNode* prev = nullptr;
+  GrownRingNode* next = nullptr;
+  bool linked = false;
+  ChanCore* chan = nullptr;
+};
 
 // The ring is lazy (Go preallocates it): a channel whose whole ring fits kInlineRingBytes gets
 // it inline, right after the core, as before; a larger one starts with none and grows it on
 // demand (grow_ring_locked, doubling, up to cap), so a Chan<std::string>(1024) that never holds
-// more than a few values costs a few hundred bytes, not 32 KiB. The ring never shrinks (a channel
-// that filled once is likely to fill again, and shrinking would put allocation on the hot path).
+// more than a few values costs a few hundred bytes, not 32 KiB. The ring never shrinks on the
+// data path (a channel that filled once is likely to fill again, and shrinking would put
+// allocation on the hot path); the heap return frees large rings it finds empty once a burst is
+// over (grown_rings.hpp).
 class ChanCore {
  public:
   static constexpr std::size_t kInlineRingBytes = 512;
@@ -109,6 +120,9 @@ class ChanCore {
   WaiterQueue sendq ABSL_GUARDED_BY(lock);
   std::atomic<std::uint32_t> refs{1};  // Chan<T> handles sharing this channel
   TimerChannel* timer = nullptr;       // set once at creation for after()/Ticker channels
+  // On the list of grown rings (grown_rings.hpp): written under lock and that list's mutex.
+  std::atomic<bool> ring_listed{false};
+  GrownRingNode ring_node;
 
   void* slot_at(std::size_t i) const noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(lock) {
     return buf + i * ops->size;
@@ -153,6 +167,11 @@ class ChanCore {
                 "channel buffer over capacity");
   }
 };
+
+// The alignment of a channel's heap ring.
+inline std::size_t ring_align(const ElemOps* ops) noexcept {
+  return ops->align > alignof(std::max_align_t) ? ops->align : alignof(std::max_align_t);
+}
 
 // The building blocks shared by plain ops and select; all run with c->lock held. A waiter to
 // wake after unlocking is returned through *wake.
