@@ -282,7 +282,7 @@ class Hub {
     by_nick_.erase(it->second.nick);
     clients_.erase(it);
     // After a crowd has gone, give the table's memory back (it never shrinks by itself).
-    if (by_nick_.capacity() > 1024 && by_nick_.size() * 8 < by_nick_.capacity()) {
+    if (by_nick_.capacity() > 64 && by_nick_.size() * 8 < by_nick_.capacity()) {
       by_nick_.rehash(0);
     }
   }
