@@ -120,7 +120,8 @@ class ChanCore {
   WaiterQueue sendq ABSL_GUARDED_BY(lock);
   std::atomic<std::uint32_t> refs{1};  // Chan<T> handles sharing this channel
   TimerChannel* timer = nullptr;       // set once at creation for after()/Ticker channels
-  // On the list of grown rings (grown_rings.hpp): written under lock and that list's mutex.
+  // On the list of grown rings (grown_rings.hpp; both guarded by that list's mutex, and the flag
+  // read without it by the last release).
   std::atomic<bool> ring_listed{false};
   GrownRingNode ring_node;
 

@@ -10,9 +10,12 @@
 // that is busy at that moment is skipped (its lock is only tried) and keeps its ring.
 //
 // Locks: the list's mutex, then a channel's lock is the returner's order, but it only tries the
-// channel's, so growing (channel lock held, then the list's mutex) cannot deadlock with it.
-// ChanCore::ring_listed is written under both, and read without either only by the last handle's
-// release, when nothing can list the channel again.
+// channel's, so growing (channel lock held, then the list's mutex) cannot deadlock with it. The
+// list and the nodes' links are guarded by the mutex. ChanCore::ring_listed is written under it:
+// true when the channel is listed; false by the returner as its very last touch of a channel it
+// unlisted, after unlocking it. The last handle's release reads it without the mutex: false means
+// no returner can still be touching the channel, so it may be freed; true sends it to the mutex
+// to unlink the channel.
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,7 @@
 // ImageArena; design in image_arena.hpp.
 #include "services/image_arena.hpp"
 
+#include <sanitizer/asan_interface.h>
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -37,6 +38,9 @@ ImageArena::BlockHeader* ImageArena::take_block() {
                      std::strerror(errno));
         std::abort();
       }
+      // Sanitizers keep no shadow of their own for it; fresh addresses may carry a dead fiber
+      // stack's poison (under ASan, the first copy into a block hit a stale stack redzone).
+      ASAN_UNPOISON_MEMORY_REGION(p, len);
       regions_.emplace_back(static_cast<char*>(p), len);
       const auto aligned = (reinterpret_cast<std::uintptr_t>(p) + kBlockBytes - 1) &
                            ~(std::uintptr_t{kBlockBytes} - 1);
