@@ -36,7 +36,9 @@
 // return is on) holds the threshold at glibc's own default, 128 KiB, which also keeps blocks from
 // 128 KiB up in their own mappings, and drops the top pad to 0, so a free top past the threshold
 // goes back whole. Settings made through the environment (MALLOC_TRIM_THRESHOLD_,
-// MALLOC_TOP_PAD_, MALLOC_MMAP_THRESHOLD_, or GLIBC_TUNABLES) win: it then changes nothing.
+// MALLOC_TOP_PAD_, MALLOC_MMAP_THRESHOLD_, or GLIBC_TUNABLES) win: it then changes nothing. A
+// program's own earlier mallopt calls cannot be seen (glibc has no call to read them back), so
+// docs/api.md asks it to make them after the runtime has started.
 // Owned by the monitor thread alone.
 #pragma once
 
