@@ -6,9 +6,9 @@
 // with its deadline armed leaves no timer behind.)
 // After a burst of 10,000 idle connections to echo_server and to chat_server has gone, RSS comes
 // back to within 20% of where the fresh server started (the monitor's HeapReturn; chat_server
-// used to keep hundreds of MB). Also its SIGTERM drain (weft::net::Server): with nothing connected it reports
-// OK; with idle connections past --drain_grace it cancels them (each client reads end of stream),
-// reports how many, and exits 0.
+// used to keep hundreds of MB). Also its SIGTERM drain (weft::net::Server): with nothing connected
+// it reports OK; with idle connections past --drain_grace it cancels them (each client reads end of
+// stream), reports how many, and exits 0.
 //
 // The baseline is taken after a warm-up round of the same shape (2,000 connections at the same
 // concurrency), so that what a first burst legitimately keeps -- pooled stacks for 100 fibers,
