@@ -175,11 +175,11 @@ char* StackPool::acquire(StackCache& cache, unsigned cls) {
   return install_guard(first);
 }
 
-void StackPool::add_clean_locked(unsigned cls, std::vector<char*>& stacks) {
+void StackPool::add_clean_locked(unsigned cls, const std::vector<char*>& stacks) {
   if (stacks.empty()) return;
   SizeClass& sc = classes_[cls];
   const std::size_t slot = slot_size(cls);
-  std::sort(stacks.begin(), stacks.end());
+  WEFT_ASSERT(std::is_sorted(stacks.begin(), stacks.end()), "clean stacks added unsorted");
   std::vector<CleanRun> merged;
   merged.reserve(sc.clean.size() + 16);
   auto append = [&](char* first, std::size_t count) {
@@ -299,6 +299,7 @@ void StackPool::trim_class(unsigned cls) {
   // meanwhile, so no fiber runs on them.
   const std::size_t len = class_bytes_[cls] - (shallow ? page_ : 0);
   for (char* s : victims) madvise(s, len, MADV_DONTNEED);
+  if (!shallow) std::sort(victims.begin(), victims.end());  // add_clean_locked wants them sorted
   ThreadMutexLock lock(mu_);
   SizeClass& sc = classes_[cls];
   if (shallow) {

@@ -109,8 +109,9 @@ class StackPool {
   // Appends freed stacks (pages committed) to the class's dirty list.
   void add_dirty_locked(unsigned cls, std::vector<char*>::const_iterator first,
                         std::vector<char*>::const_iterator last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds trimmed stacks (sorts `stacks`) to the class's clean runs.
-  void add_clean_locked(unsigned cls, std::vector<char*>& stacks)
+  // Adds trimmed stacks, sorted by address (the caller sorts them outside mu_), to the class's
+  // clean runs.
+  void add_clean_locked(unsigned cls, const std::vector<char*>& stacks)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves up to `max` clean stacks (at least one; the class must have some) into `out`.
   void take_clean_locked(unsigned cls, std::size_t max, std::vector<char*>& out)

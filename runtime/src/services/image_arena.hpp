@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 namespace weft::detail {
@@ -101,7 +102,7 @@ std::size_t ImageArena::compact(Relocated&& relocated, std::size_t max_blocks) {
       const std::size_t bytes = reinterpret_cast<const AllocHeader*>(from)[-1].bytes;
       last = b->count == 1;  // its free releases b: its header is not read again
       void* to = allocate(bytes);
-      __builtin_memcpy(to, from, bytes);
+      std::memcpy(to, from, bytes);
       relocated(from, to);
       free(from, bytes);
     }
