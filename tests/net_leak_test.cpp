@@ -198,11 +198,24 @@ void check_rss_returns(const std::string& bin, double slack_fraction) {
           return rss <= fresh + slack;
         },
         std::chrono::seconds(10));
+    ::testing::Test::RecordProperty("rss_fresh_bytes", std::to_string(fresh));
     ::testing::Test::RecordProperty("rss_after_burst_bytes", std::to_string(rss));
     EXPECT_TRUE(back) << bin << ": " << rss << " bytes RSS 10 s after it closed " << kBurst
                       << " idle connections (fresh: " << fresh << ", allowed +" << slack << ")";
   });
 }
+
+// The allowance: the 20% for an optimized server. An unoptimized (Debug) chat_server
+// leaves more behind and varies more: 1.10-1.19x measured with two CPU hogs beside it (release:
+// 1.09-1.16x), and a CI run went past 1.2x once. The extra is glibc's per-thread cached chunks
+// and partly used arena pages, whose number depends on how the slower code interleaves the
+// burst's broadcasts. It levels off rather than leaking: four bursts in a row against one Debug
+// chat_server left 7.10, 7.17, 7.20 and 7.22 MB (fresh: 6.19 MB).
+#if defined(__OPTIMIZE__)
+constexpr double kBurstRssSlack = 0.2;
+#else
+constexpr double kBurstRssSlack = 0.3;
+#endif
 
 // Sanitizers keep their own heaps (ASan's quarantine, TSan's shadow and per-fiber state): the
 // figures would say nothing about weft's.
@@ -210,7 +223,7 @@ TEST(NetLeak, EchoServerRssReturnsAfterABurstOfIdleConnections) {
   if (kSanitized) GTEST_SKIP() << "RSS under a sanitizer says nothing about weft's";
   // Measured (2 workers): +0.4-0.45 MB on a 5.8 MB fresh process (1.07-1.08x); +3.1 MB before
   // the descriptor table gave its pages back, +7.2 MB before the heap return.
-  check_rss_returns(WEFT_ECHO_SERVER, 0.2);
+  check_rss_returns(WEFT_ECHO_SERVER, kBurstRssSlack);
 }
 
 TEST(NetLeak, ChatServerRssReturnsAfterABurstOfIdleConnections) {
@@ -218,7 +231,7 @@ TEST(NetLeak, ChatServerRssReturnsAfterABurstOfIdleConnections) {
   // Measured (2 workers): +0.75-0.95 MB on a 5.9 MB fresh process (1.13-1.16x); +1.3-2.5 MB
   // before the hibernator's images left malloc and the arenas' tops were trimmed, +550 MB before
   // the heap return.
-  check_rss_returns(WEFT_CHAT_SERVER, 0.2);
+  check_rss_returns(WEFT_CHAT_SERVER, kBurstRssSlack);
 }
 
 TEST(NetDrain, EchoServerDrainsOnSigterm) {
