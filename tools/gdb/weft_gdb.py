@@ -19,9 +19,10 @@
 # inspected (keep `weft_debug_info`, e.g. strip --keep-symbol=weft_debug_info).
 #
 # Backtraces of fibers that are not running (parked, or runnable after having run) start from the
-# context Boost.Context saved on the fiber's stack (jump_fcontext, x86_64 SysV):
-#   ctx+0x00 mxcsr/x87 cw, +0x08 r12, +0x10 r13, +0x18 r14, +0x20 r15, +0x28 rbx, +0x30 rbp,
-#   +0x38 return address; the stack pointer after the switch returns is ctx+0x40.
+# context the switch saved on the fiber's stack (weft's jump_context, which keeps the frame of
+# Boost.Context's jump_fcontext, x86_64 SysV):
+#   ctx+0x00 unused (jump_fcontext's mxcsr/x87 cw), +0x08 r12, +0x10 r13, +0x18 r14, +0x20 r15,
+#   +0x28 rbx, +0x30 rbp, +0x38 return address; the stack pointer after the switch returns is ctx+0x40.
 # gdb can write registers only in a live process, so instead a Python unwinder (the same in a live
 # process and in a core file) makes the selected thread's innermost frame have the fiber's context
 # as its caller while `weft bt` runs `bt`; the thread's own frames are then cut from the output and

@@ -7,9 +7,9 @@
 // caught-exception stack of the next fiber that throws on that thread.
 #include "sched/context_switch.hpp"
 
-#include <boost/context/detail/fcontext.hpp>
 #include <cerrno>
 
+#include "core/jump_context.hpp"
 #include "core/registry.hpp"
 #include "core/stack_profiler.hpp"
 #include "core/stack_restorer.hpp"
@@ -33,10 +33,6 @@ extern "C" __cxa_eh_globals* __cxa_get_globals() noexcept;
 
 namespace weft::detail {
 namespace {
-
-using boost::context::detail::jump_fcontext;
-using boost::context::detail::make_fcontext;
-using boost::context::detail::transfer_t;
 
 // libstdc++'s layout (libsupc++/unwind-cxx.h); stable ABI since GCC 3.
 struct EhGlobals {
@@ -207,7 +203,7 @@ Worker& switch_to(Worker& w, Fiber* next) {
   w.current = next;
   w.running_id.store(next ? next->id : 0, std::memory_order_relaxed);
   sanitizer_before_jump(w, from, next, exiting);
-  return after_switch(jump_fcontext(target, &w));
+  return after_switch(jump_context(target, &w));
 }
 
 void resume_from_scheduler(Worker& w, Fiber* f) {
