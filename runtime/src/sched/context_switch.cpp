@@ -180,6 +180,18 @@ void prepare_first_run(Worker& w, Fiber* f) {
 #endif
 }
 
+namespace {
+
+// The rare half of switching a fiber in, out of line so that the common path keeps nothing in
+// callee-saved registers: its first run needs a stack, and a hibernated stack must come back
+// before the jump reads it.
+[[gnu::noinline]] void make_runnable_stack(Worker& w, Fiber* next) {
+  if (!next->ctx.load(std::memory_order_relaxed)) prepare_first_run(w, next);
+  if (next->hibernation.load(std::memory_order_acquire) != 0) w.rt->stack_restorer()->restore(next);
+}
+
+}  // namespace
+
 Worker& switch_to(Worker& w, Fiber* next) {
   Fiber* from = w.current;
   const bool exiting = w.pending.kind == Pending::kExit;
@@ -189,10 +201,10 @@ Worker& switch_to(Worker& w, Fiber* next) {
     WEFT_ASSERT(next != from, "switching a fiber to itself");
     WEFT_ASSERT(next->state.load(std::memory_order_relaxed) != FiberState::kDone,
                 "resuming a finished fiber");
-    if (!next->ctx.load(std::memory_order_relaxed)) prepare_first_run(w, next);
-    // Its stack was given back while it slept: bring it back before the jump reads it.
-    if (next->hibernation.load(std::memory_order_acquire) != 0) [[unlikely]]
-      w.rt->stack_restorer()->restore(next);
+    if (!next->ctx.load(std::memory_order_relaxed) ||
+        next->hibernation.load(std::memory_order_acquire) != 0) [[unlikely]] {
+      make_runnable_stack(w, next);
+    }
     fiber_set_state(next, FiberState::kRunning);
     track_run(w, next);  // a sampled fiber's scheduling latency ends here (tracking.hpp)
     target = next->ctx.load(std::memory_order_relaxed);
