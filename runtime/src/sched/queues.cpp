@@ -57,7 +57,7 @@ bool Runtime::ready(Fiber* f, Worker* w, ReadyPlace place) noexcept {
   if (w && w->rt == this) {
     // runnext: the woken fiber runs next on this worker (warm caches, Go's runnext). It is not
     // stealable, so only a fiber it pushes out into the queue needs another worker.
-    if (Fiber* old = w->runnext.exchange(f, std::memory_order_acq_rel)) {
+    if (Fiber* old = exchange_runnext(*w, f)) {
       push_local(*w, old);
       wake_idle_worker_to_share();
     }
@@ -113,7 +113,7 @@ Fiber* Runtime::pick_next(Worker& w) noexcept {
   }
   if (w.runnext_streak < kRunnextStreakMax || w.runq.empty()) {
     if (w.runnext.load(std::memory_order_relaxed)) {
-      if (Fiber* f = w.runnext.exchange(nullptr, std::memory_order_acq_rel)) {
+      if (Fiber* f = exchange_runnext(w, nullptr)) {
         ++w.runnext_streak;
         return f;
       }

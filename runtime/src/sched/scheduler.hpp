@@ -185,9 +185,16 @@ class Runtime {
   // push_local's slow half: the ring is full, or fibers already wait on the spill list.
   void push_spill(Worker& w, Fiber* f) noexcept;
   Fiber* pop_global(Worker& w) noexcept;
-  // With a single worker nobody steals, so the owner's pop needs no CAS.
+  // With a single worker nobody steals, so the owner's pop needs no CAS, and its runnext slot
+  // (which only a thief of a stuck worker touches besides the owner) needs no exchange.
   Fiber* pop_runq(Worker& w) noexcept {
     return single_worker_ ? w.runq.pop_unshared() : w.runq.pop();
+  }
+  Fiber* exchange_runnext(Worker& w, Fiber* f) noexcept {
+    if (!single_worker_) return w.runnext.exchange(f, std::memory_order_acq_rel);
+    Fiber* old = w.runnext.load(std::memory_order_relaxed);
+    w.runnext.store(f, std::memory_order_release);
+    return old;
   }
   bool queues_empty() noexcept;
   // Owner only: moves fibers from w's spill list into the free room of its ring, oldest first,
