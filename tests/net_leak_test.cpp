@@ -167,11 +167,10 @@ std::string idle_burst(const std::string& addr, int total) {
 
 // Fresh server: RSS now; a burst of kBurst idle connections; once the server has closed them all
 // (its fd count is back: how long that takes depends on the machine, chat_server tells every
-// client about every leaver), RSS must come back to within `slack` of the fresh figure within
-// 10 s. What a fresh process does not have and a burst legitimately leaves: a few cached stacks
-// and fiber headers per worker, the descriptor table's first pages, libc code pages the burst
-// touched, and heap pages that still hold a live chunk or two. `slack` is the allowance over the
-// fresh figure, as a fraction of it.
+// client about every leaver), RSS must come back to within `slack_fraction` of the fresh figure
+// within 10 s. What a fresh process does not have and a burst legitimately leaves: a few cached
+// stacks and fiber headers per worker, the descriptor table's first pages, libc code pages the
+// burst touched, and heap pages that still hold a live chunk or two.
 void check_rss_returns(const std::string& bin, double slack_fraction) {
   constexpr int kBurst = 10000;
   rlimit rl{};
@@ -207,7 +206,7 @@ void check_rss_returns(const std::string& bin, double slack_fraction) {
 
 // The allowance: the 20% for an optimized server. An unoptimized (Debug) chat_server
 // leaves more behind and varies more: 1.10-1.19x measured with two CPU hogs beside it (release:
-// 1.09-1.16x), and a CI run went past 1.2x once. The extra is glibc's per-thread cached chunks
+// 1.09-1.13x), and a CI run went past 1.2x once. The extra is glibc's per-thread cached chunks
 // and partly used arena pages, whose number depends on how the slower code interleaves the
 // burst's broadcasts. It levels off rather than leaking: four bursts in a row against one Debug
 // chat_server left 7.10, 7.17, 7.20 and 7.22 MB (fresh: 6.19 MB).

@@ -79,7 +79,7 @@ class ImageArena {
   // The first live payload of b at or after *off (b has one), moving *off past it.
   static void* next_live(BlockHeader* b, std::uint32_t* off) noexcept;
 
-  std::vector<std::pair<char*, std::size_t>> regions_;  // mapped, and their aligned start
+  std::vector<std::pair<char*, std::size_t>> regions_;  // each mapping: its base and length
   char* carve_next_ = nullptr;  // next never-used block of the newest region
   char* carve_end_ = nullptr;
   std::vector<BlockHeader*> free_blocks_;  // pages given back
