@@ -27,7 +27,33 @@ run_variant() {
   [ "$name" = tsan ] && wrap=(setarch "$(uname -m)" -R)
   export TSAN_OPTIONS="suppressions=$PWD/tools/sanitizers/tsan.supp halt_on_error=0 ${TSAN_OPTIONS:-}"
   export ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}"
+  rm -f "$dir/Testing/Temporary/LastTestsFailed.log"
   (cd "$dir" && "${wrap[@]}" ctest --output-on-failure -j"$jobs" --timeout 600)
+}
+
+# CI shows only the end of the log, so the end of the log names each failed test: first the last
+# lines of its output (from ctest's own record, Testing/Temporary/LastTest.log), then, last of all,
+# one short block per test with the lines that say why (gtest's failures, sanitizer reports,
+# ctest's timeout).
+failed_test_output() {  # variant test-name
+  awk -v t="$2" '$0 ~ ("Testing: " t "$") {on = 1} on {print}
+                 on && index($0, "\"" t "\" end time") == 1 {exit}' \
+    "build-ci/$1/Testing/Temporary/LastTest.log"
+}
+report_failed_tests() {  # variant brief|full
+  local list=build-ci/$1/Testing/Temporary/LastTestsFailed.log name n=0
+  [ -s "$list" ] || return 0
+  while IFS=: read -r _ name; do
+    ((++n > 5)) && { echo "... and $(($(wc -l < "$list") - 5)) more in $list"; break; }
+    if [ "$2" = full ]; then
+      echo "--- $1: $name, the last 40 lines of its output"
+      failed_test_output "$1" "$name" | tail -n 40
+    else
+      echo "--- $1 FAILED $name:"
+      failed_test_output "$1" "$name" |
+        grep -E -A 2 -m 2 'Failure$|ERROR: |SUMMARY: |Timeout|\*\*\*' | head -n 8 || true
+    fi
+  done < "$list"
 }
 
 # The Debug and sanitizer builds keep line tables only (-g1): reports and backtraces still name
@@ -67,6 +93,8 @@ for v in "${variants[@]}"; do
 done
 echo "=== all done in $((SECONDS - start)) s"
 if ((${#failed[@]})); then
+  for v in "${failed[@]}"; do report_failed_tests "$v" full; done
+  for v in "${failed[@]}"; do report_failed_tests "$v" brief; done
   echo "FAILED: ${failed[*]}"
   exit 1
 fi
