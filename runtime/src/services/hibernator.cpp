@@ -58,6 +58,16 @@ void say_off_once(const char* why, int err) {
 // The syscall first (root, or vm.unprivileged_userfaultfd=1), then /dev/userfaultfd (Linux
 // 6.1+, its file mode decides). Never UFFD_USER_MODE_ONLY: a syscall writing into a hibernated
 // stack (read() into another fiber's buffer) must wait for the restore, not fail with EFAULT.
+// Valgrind runs the program's threads one at a time under its own lock, and a thread that faults on
+// a hibernated stack keeps that lock while the kernel holds it for the hibernator thread, which
+// then never runs: the program hangs. Valgrind always preloads its vgpreload_core library into the
+// program it runs. (A program started without --trace-children by one under Valgrind inherits the
+// variable and runs with hibernation off too: it only costs idle memory.)
+bool running_under_valgrind() {
+  const char* preload = std::getenv("LD_PRELOAD");
+  return preload && std::strstr(preload, "/vgpreload_core-");
+}
+
 int open_userfaultfd(int* err) {
   int fd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
   if (fd >= 0) return fd;
@@ -128,6 +138,13 @@ bool uffd_probe(int uffd, std::size_t page, int* err) {
 
 std::unique_ptr<Hibernator> Hibernator::start(Runtime& rt, std::int64_t after_ns) {
   if (after_ns <= 0 || rt.profiler()) return nullptr;
+  if (running_under_valgrind()) {
+    say_off_once(
+        "the program runs under Valgrind, whose one-thread-at-a-time lock a fault on a "
+        "hibernated stack would deadlock",
+        0);
+    return nullptr;
+  }
   if (rt.stacks().guards_split_vmas()) {
     say_off_once(
         "the kernel lacks MADV_GUARD_INSTALL (Linux 6.13), so stacks are not "

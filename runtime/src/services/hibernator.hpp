@@ -50,7 +50,8 @@
 // records know their neighbours, so the number of separate registered runs is exact, and
 // hibernation stops short of vm.max_map_count.
 // Off when stack profiling is on (the profiler's high-water marks read the stack's dead zeros),
-// with mprotect guard pages (each guard is its own VMA: no merging), or without userfaultfd.
+// with mprotect guard pages (each guard is its own VMA: no merging), without userfaultfd, or under
+// Valgrind (a faulting thread would keep Valgrind's thread lock from the hibernator thread).
 #pragma once
 
 #include <atomic>
@@ -82,8 +83,8 @@ class Hibernator final : public StackRestorer {
     std::uint64_t fault_restores = 0;  // of which another thread's access caused
   };
 
-  // Null when hibernation is off (after_ns <= 0, profiling, mprotect guards) or unavailable
-  // (one line on stderr, once per process, says why).
+  // Null when hibernation is off (after_ns <= 0, profiling, mprotect guards, Valgrind) or
+  // unavailable (one line on stderr, once per process, says why).
   static std::unique_ptr<Hibernator> start(Runtime& rt, std::int64_t after_ns);
   ~Hibernator();  // restores whatever is still hibernated, then stops the thread
   Hibernator(const Hibernator&) = delete;
