@@ -2,8 +2,10 @@
 // not-yet-started fibers, tested directly with fake Fiber pointers (it never dereferences them):
 // the owner takes newest first, thieves steal oldest first, the last item goes to exactly one of
 // them, a full deque refuses push (it is bounded; it never grows), indices keep working far past
-// the capacity, and a stress test: the owner pushing and taking while thief threads steal; every
-// item is seen exactly once.
+// the capacity, a batch steal takes at most half of what is queued (oldest first, at least one,
+// at most its limit), and stress tests: the owner pushing and taking while thief threads steal one
+// at a time or in batches (the owner's takes near the top racing batches in flight); every item is
+// seen exactly once.
 #include "sched/spawn_deque.hpp"
 
 #include <gtest/gtest.h>
@@ -73,6 +75,26 @@ TEST(SpawnDeque, IndicesKeepWorkingFarPastTheCapacity) {
     ASSERT_EQ(d.steal(), f[(round + 1) % 64]);
     ASSERT_TRUE(d.empty());
   }
+}
+
+TEST(SpawnDeque, ABatchStealTakesAtMostHalfOldestFirstAndAtLeastOne) {
+  SpawnDeque d;
+  FakeFibers f(12);
+  for (std::size_t i = 0; i < 12; ++i) ASSERT_TRUE(d.push(f[i]));
+  Fiber* out[SpawnDeque::kMaxStealBatch];
+  ASSERT_EQ(d.steal_batch(out, SpawnDeque::kMaxStealBatch), 6u);  // half of 12
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(out[i], f[i]) << i;
+  ASSERT_EQ(d.steal_batch(out, 2), 2u);  // the limit
+  EXPECT_EQ(out[0], f[6]);
+  EXPECT_EQ(out[1], f[7]);
+  EXPECT_EQ(d.take(), f[11]);  // the owner still takes newest first
+  ASSERT_EQ(d.steal_batch(out, SpawnDeque::kMaxStealBatch), 1u);  // half of 3
+  EXPECT_EQ(out[0], f[8]);
+  ASSERT_EQ(d.steal_batch(out, SpawnDeque::kMaxStealBatch), 1u);  // at least one
+  EXPECT_EQ(out[0], f[9]);
+  EXPECT_EQ(d.take(), f[10]);
+  EXPECT_EQ(d.steal_batch(out, SpawnDeque::kMaxStealBatch), 0u);
+  EXPECT_TRUE(d.empty());
 }
 
 // The owner pushes every item (a full deque: the owner keeps that item itself, as the spawner
@@ -156,6 +178,65 @@ TEST(SpawnDeque, LastItemGoesToExactlyOneOfOwnerAndThief) {
   thief.join();
   EXPECT_EQ(owner_got + thief_got.load(), kRounds);
   RecordProperty("thief_got", std::to_string(thief_got.load()));
+}
+
+// Batch thieves against an owner that keeps the deque short, so that most of its takes happen
+// within kMaxStealBatch of the top while a batch may be in flight (the owner must then take the
+// oldest by CAS); every item exactly once.
+TEST(SpawnDeque, StressBatchThievesAndAnOwnerNearTheTopSeeEveryItemExactlyOnce) {
+  const std::size_t kItems = static_cast<std::size_t>(weft_test::scaled(400000));
+  constexpr int kThieves = 3;
+  FakeFibers f(kItems);
+  ExactlyOnce tally(f);
+  SpawnDeque d;
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> stolen{0};
+  std::vector<std::thread> thieves;
+  for (int t = 0; t < kThieves; ++t) {
+    thieves.emplace_back([&, t] {
+      Fiber* out[SpawnDeque::kMaxStealBatch];
+      // Thief 0 steals one at a time, the others in batches of every size up to the limit.
+      std::size_t max = 1;
+      for (;;) {
+        const bool finished = done.load(std::memory_order_acquire);
+        if (t != 0) max = max % SpawnDeque::kMaxStealBatch + 1;
+        const std::size_t n = d.steal_batch(out, max);
+        for (std::size_t i = 0; i < n; ++i) tally.mark(out[i]);
+        stolen.fetch_add(n, std::memory_order_relaxed);
+        if (n == 0 && finished) return;
+      }
+    });
+  }
+  std::uint64_t owner_taken = 0;
+  for (std::size_t i = 0; i < kItems; ++i) {
+    if (!d.push(f[i])) {
+      tally.mark(f[i]);
+      ++owner_taken;
+    }
+    // Runs of 23 pushes with a take after every fifth, then takes down to 0-2 left: the owner
+    // takes on both sides of kMaxStealBatch.
+    if (i % 23 == 22 || i % 5 == 4) {
+      const std::int64_t keep = i % 23 == 22 ? static_cast<std::int64_t>(i % 3) : d.size() - 1;
+      // (A null take lost a race near the top: a thief has that one.)
+      while (d.size() > keep) {
+        Fiber* x = d.take();
+        if (!x) break;
+        tally.mark(x);
+        ++owner_taken;
+      }
+    }
+  }
+  while (Fiber* x = d.take()) {  // the thieves drain whatever a lost race leaves
+    tally.mark(x);
+    ++owner_taken;
+  }
+  done.store(true, std::memory_order_release);
+  for (auto& t : thieves) t.join();
+  EXPECT_EQ(tally.foreign(), 0u);
+  EXPECT_TRUE(d.empty());
+  EXPECT_EQ(owner_taken + stolen.load(), kItems);
+  EXPECT_EQ(tally.failure(), "");
+  RecordProperty("stolen", std::to_string(stolen.load()));
 }
 
 }  // namespace

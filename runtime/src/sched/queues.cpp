@@ -156,9 +156,13 @@ Fiber* Runtime::steal(Worker& w) noexcept {
   for (unsigned i = 0; i < n; ++i) {
     Worker& victim = *workers_[(start + i) % n];
     if (&victim == &w) continue;
-    if (Fiber* f = victim.spawned_q.steal()) {
+    Fiber* batch[SpawnDeque::kMaxStealBatch];
+    if (const std::size_t got = victim.spawned_q.steal_batch(batch, SpawnDeque::kMaxStealBatch)) {
+      for (std::size_t i = 1; i < got; ++i) {
+        if (!w.spawned_q.push(batch[i])) push_local(w, batch[i]);
+      }
       w.steals.fetch_add(1, std::memory_order_relaxed);
-      return f;
+      return batch[0];
     }
     if (Fiber* f = victim.runq.steal_into(w.runq)) {
       w.steals.fetch_add(1, std::memory_order_relaxed);
