@@ -158,8 +158,8 @@ Fiber* Runtime::steal(Worker& w) noexcept {
     if (&victim == &w) continue;
     Fiber* batch[SpawnDeque::kMaxStealBatch];
     if (const std::size_t got = victim.spawned_q.steal_batch(batch, SpawnDeque::kMaxStealBatch)) {
-      for (std::size_t i = 1; i < got; ++i) {
-        if (!w.spawned_q.push(batch[i])) push_local(w, batch[i]);
+      for (std::size_t j = 1; j < got; ++j) {
+        if (!w.spawned_q.push(batch[j])) push_local(w, batch[j]);
       }
       w.steals.fetch_add(1, std::memory_order_relaxed);
       return batch[0];

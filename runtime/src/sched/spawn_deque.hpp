@@ -17,11 +17,14 @@
 // between publishing its new bottom and reading top, whether a batch thief is between announcing
 // itself and its CAS (batch_thieves_). If none is, every batch thief either announced itself
 // after that check, so it reads the new bottom and its half stays below b, or finished its CAS
-// before the check, so the owner's read of top sees it: the classic argument holds. If one is and
-// b is within kMaxStealBatch of top, the owner restores bottom and takes the oldest fiber itself,
-// by the thieves' CAS. Far from top it needs no check: a batch that read the old bottom read top
-// before the owner did, so its CAS succeeds only if it starts at the owner's t, and it ends within
-// kMaxStealBatch of that, below b.
+// before the check, so the owner's read of top sees it: the classic argument holds. (A bottom
+// read after the owner's is this one or a later one; a later, larger one exists only after the
+// owner pushed again at b, and that push publishes the new fiber in slot b to the thief.) If one
+// is and b is within kMaxStealBatch of top, the owner restores bottom and takes the oldest fiber
+// itself, by the thieves' CAS: there take() returns the oldest, not the newest. Far from top it
+// needs no check: a batch that read the old bottom read top before the owner did, so its CAS
+// succeeds only if it starts at the owner's t (it ends within kMaxStealBatch of that, below b) or
+// had succeeded before the owner read top (it lies below the owner's t).
 #pragma once
 
 #include <algorithm>
@@ -58,7 +61,9 @@ class SpawnDeque {
       return nullptr;
     }
     if (batch_in_flight && b - t < kMaxStealBatch) {
-      bottom_.store(b + 1, std::memory_order_relaxed);
+      // Release: thieves may read this bottom while slots [t, b] are full, and a later relaxed
+      // store would not carry push()'s release (C++20 release sequences stop at it).
+      bottom_.store(b + 1, std::memory_order_release);
       Fiber* f = nullptr;
       return claim_oldest(&f, 1) ? f : nullptr;
     }
