@@ -12,8 +12,8 @@
 // Also: stats() counts hibernations and restores, the dump marks hibernated fibers, 0 turns it
 // off, a malformed $WEFT_HIBERNATE_AFTER is a clear error, and a program run under Valgrind (whose
 // one-thread-at-a-time lock a userfaultfd fault would deadlock) runs with it off and says so,
-// instead of hanging. Every test runs at 1, 2, 4 and 8
-// workers. Where userfaultfd is unavailable (seccomp, no permission) the tests skip.
+// instead of hanging. The parameterized tests run at 1, 2, 4 and 8 workers. Where userfaultfd is
+// unavailable (seccomp, no permission) the tests skip.
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>

@@ -55,9 +55,6 @@ void say_off_once(const char* why, int err) {
                why, err ? ": " : "", err ? std::strerror(err) : "");
 }
 
-// The syscall first (root, or vm.unprivileged_userfaultfd=1), then /dev/userfaultfd (Linux
-// 6.1+, its file mode decides). Never UFFD_USER_MODE_ONLY: a syscall writing into a hibernated
-// stack (read() into another fiber's buffer) must wait for the restore, not fail with EFAULT.
 // Valgrind runs the program's threads one at a time under its own lock, and a thread that faults on
 // a hibernated stack keeps that lock while the kernel holds it for the hibernator thread, which
 // then never runs: the program hangs. Valgrind always preloads its vgpreload_core library into the
@@ -68,6 +65,9 @@ bool running_under_valgrind() {
   return preload && std::strstr(preload, "/vgpreload_core-");
 }
 
+// The syscall first (root, or vm.unprivileged_userfaultfd=1), then /dev/userfaultfd (Linux
+// 6.1+, its file mode decides). Never UFFD_USER_MODE_ONLY: a syscall writing into a hibernated
+// stack (read() into another fiber's buffer) must wait for the restore, not fail with EFAULT.
 int open_userfaultfd(int* err) {
   int fd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
   if (fd >= 0) return fd;
