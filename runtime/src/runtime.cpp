@@ -89,6 +89,7 @@ Runtime::Runtime(const Options& opts) : opts_(resolve_options(opts)) {
     workers_.push_back(std::move(w));
   }
   single_worker_ = workers_.size() == 1;
+  if (!single_worker_) RunnextSlot::enable_asymmetric();
   {
     ThreadMutexLock lock(idle_mu_);
     idle_slots_.resize(workers_.size());
@@ -144,7 +145,9 @@ void Runtime::main_finished() noexcept {
 
 Fiber* Runtime::pop_any() noexcept {
   for (auto& v : workers_) {
-    if (Fiber* f = v->runnext.exchange(nullptr, std::memory_order_acq_rel)) return f;
+    if (v->runnext.peek()) {
+      if (Fiber* f = v->runnext.take()) return f;
+    }
     if (Fiber* f = v->runq.pop()) return f;
     if (Fiber* f = v->spill.pop()) return f;  // the other workers have stopped
     if (Fiber* f = v->spawned_q.take()) return f;

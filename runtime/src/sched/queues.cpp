@@ -112,7 +112,7 @@ Fiber* Runtime::pick_next(Worker& w) noexcept {
     if (Fiber* f = pop_global(w)) return f;
   }
   if (w.runnext_streak < kRunnextStreakMax || w.runq.empty()) {
-    if (w.runnext.load(std::memory_order_relaxed)) {
+    if (w.runnext.peek()) {
       if (Fiber* f = exchange_runnext(w, nullptr)) {
         ++w.runnext_streak;
         return f;
@@ -135,14 +135,13 @@ Fiber* Runtime::pick_next(Worker& w) noexcept {
 bool Runtime::lock_spin_may_help(const Worker& w) const noexcept {
   return nworkers() > 1 &&
          nsleeping_.load(std::memory_order_relaxed) + 1 < static_cast<int>(nworkers()) &&
-         w.runq.empty() && w.spawned_q.empty() && w.spill.empty() &&
-         !w.runnext.load(std::memory_order_relaxed);
+         w.runq.empty() && w.spawned_q.empty() && w.spill.empty() && !w.runnext.peek();
 }
 
 bool Runtime::queues_empty() noexcept {
   if (gq_size_.load(std::memory_order_seq_cst) > 0) return false;
   for (auto& w : workers_) {
-    if (!w->runq.empty() || !w->spawned_q.empty() || w->runnext.load(std::memory_order_seq_cst) ||
+    if (!w->runq.empty() || !w->spawned_q.empty() || w->runnext.peek(std::memory_order_seq_cst) ||
         w->spill_size.load(std::memory_order_relaxed) != 0)
       return false;
   }
@@ -169,9 +168,8 @@ Fiber* Runtime::steal(Worker& w) noexcept {
       return f;
     }
     // runnext belongs to its worker, except when the monitor saw that worker stuck in a fiber.
-    if (victim.stuck.load(std::memory_order_relaxed) &&
-        victim.runnext.load(std::memory_order_relaxed)) {
-      if (Fiber* f = victim.runnext.exchange(nullptr, std::memory_order_acq_rel)) {
+    if (victim.stuck.load(std::memory_order_relaxed) && victim.runnext.peek()) {
+      if (Fiber* f = victim.runnext.take()) {
         w.steals.fetch_add(1, std::memory_order_relaxed);
         return f;
       }

@@ -186,15 +186,13 @@ class Runtime {
   void push_spill(Worker& w, Fiber* f) noexcept;
   Fiber* pop_global(Worker& w) noexcept;
   // With a single worker nobody steals, so the owner's pop needs no CAS, and its runnext slot
-  // (which only a thief of a stuck worker touches besides the owner) needs no exchange.
+  // (which only a thief of a stuck worker touches besides the owner) needs no exchange; with
+  // several, runnext_slot.hpp keeps the owner's side plain where membarrier allows.
   Fiber* pop_runq(Worker& w) noexcept {
     return single_worker_ ? w.runq.pop_unshared() : w.runq.pop();
   }
   Fiber* exchange_runnext(Worker& w, Fiber* f) noexcept {
-    if (!single_worker_) return w.runnext.exchange(f, std::memory_order_acq_rel);
-    Fiber* old = w.runnext.load(std::memory_order_relaxed);
-    w.runnext.store(f, std::memory_order_release);
-    return old;
+    return w.runnext.owner_exchange(f, single_worker_);
   }
   bool queues_empty() noexcept;
   // Owner only: moves fibers from w's spill list into the free room of its ring, oldest first,

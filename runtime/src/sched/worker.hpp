@@ -13,6 +13,7 @@
 #include "core/fiber.hpp"
 #include "core/stack_pool.hpp"
 #include "sched/run_queue.hpp"
+#include "sched/runnext_slot.hpp"
 #include "sched/spawn_deque.hpp"
 #include "sched/tracking.hpp"
 #include "weft/detail/park.hpp"
@@ -72,7 +73,7 @@ struct alignas(64) Worker {
   FiberList spill;
   std::atomic<std::uint64_t> spill_size{0};  // spill.size, for other threads (queues_empty)
   SpawnDeque spawned_q;  // spawned, never run: newest first for the owner, oldest for thieves
-  std::atomic<Fiber*> runnext{nullptr};  // owner; thieves take it only when `stuck`
+  RunnextSlot runnext;   // owner; thieves take it only when `stuck` (runnext_slot.hpp)
 
   // Counters: written by the owner only (relaxed), summed by stats() and the monitor.
   std::atomic<std::uint64_t> switches{0};

@@ -143,7 +143,7 @@ void write_metrics(std::ostream& out) {
       std::uint64_t len = w.runq.size();
       if (len > detail::RunQueue::kCapacity) len = detail::RunQueue::kCapacity;  // a racing read
       len += w.spill_size.load(std::memory_order_relaxed);
-      if (w.runnext.load(std::memory_order_relaxed)) ++len;
+      if (w.runnext.peek()) ++len;
       m.sample("weft_run_queue_length", "worker=\"" + std::to_string(i) + "\"", len);
     }
     m.family("weft_spawn_queue_length", "gauge",
