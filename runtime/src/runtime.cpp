@@ -145,9 +145,7 @@ void Runtime::main_finished() noexcept {
 
 Fiber* Runtime::pop_any() noexcept {
   for (auto& v : workers_) {
-    if (v->runnext.peek()) {
-      if (Fiber* f = v->runnext.take()) return f;
-    }
+    if (Fiber* f = v->runnext.take_quiescent()) return f;
     if (Fiber* f = v->runq.pop()) return f;
     if (Fiber* f = v->spill.pop()) return f;  // the other workers have stopped
     if (Fiber* f = v->spawned_q.take()) return f;

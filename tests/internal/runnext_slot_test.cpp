@@ -35,6 +35,9 @@ TEST(RunnextSlot, OwnerExchangeReturnsWhatItHeldAndTakeEmptiesIt) {
   EXPECT_EQ(s.owner_exchange(f[2], true), nullptr);  // a one-worker runtime's plain path
   EXPECT_EQ(s.owner_exchange(nullptr, true), f[2]);
   EXPECT_EQ(s.peek(), nullptr);
+  EXPECT_EQ(s.owner_exchange(f[0], false), nullptr);
+  EXPECT_EQ(s.take_quiescent(), f[0]);  // shutdown's, with the workers joined
+  EXPECT_EQ(s.take_quiescent(), nullptr);
 }
 
 TEST(RunnextSlot, StressOwnerExchangesWhileThievesTakeEveryItemExactlyOnce) {

@@ -3,6 +3,7 @@
 #include "sched/runnext_slot.hpp"
 
 #include <linux/membarrier.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -29,13 +30,21 @@ Fiber* RunnextSlot::take() noexcept {
     return slot_.exchange(nullptr, std::memory_order_acq_rel);
   }
   guards_.fetch_add(1, std::memory_order_seq_cst);
-  // Registered at start, so it cannot fail but by a bug; fall back to nothing (an exchange
-  // racing a plain owner access could hand a fiber out twice).
+  // Registered at start; it fails only if something took the call away since (a seccomp filter).
+  // Without it an exchange could race a plain owner access and hand a fiber out twice, so take
+  // nothing: the fiber waits for its own worker.
   if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
     guards_.fetch_sub(1, std::memory_order_release);
     return nullptr;
   }
-  while (busy_.load(std::memory_order_acquire) != 0) __builtin_ia32_pause();
+  // The owner is inside a plain access, a few instructions long, unless it was preempted there.
+  for (int spins = 0; busy_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < 64) {
+      __builtin_ia32_pause();
+    } else {
+      sched_yield();
+    }
+  }
   Fiber* f = slot_.exchange(nullptr, std::memory_order_acq_rel);
   guards_.fetch_sub(1, std::memory_order_release);
   return f;

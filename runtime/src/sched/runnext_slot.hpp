@@ -1,7 +1,8 @@
 // RunnextSlot: a worker's runnext (Go's P.runnext), the one fiber a wake on this worker made
 // runnable and that runs next here, for warm caches. The owner exchanges it on every wake it makes
 // and on every pick; another thread takes it only from a worker the monitor saw stuck in one fiber
-// (Runtime::steal) and at shutdown (Runtime::pop_any).
+// (Runtime::steal), and at shutdown once the workers were joined (Runtime::pop_any, with
+// take_quiescent).
 //
 // Why not one atomic exchange everywhere: with several workers a ping-pong between two fibers on
 // one worker paid two `xchg`s per hand-off here (each drains the store buffer), 89% of pick_next's
@@ -22,7 +23,10 @@
 // membarrier) and the owner exchanges atomically. If P falls after it, the owner's busy_ = 1 was
 // made visible at P, so the thief reads 1 and waits for the owner's release of busy_, after which
 // the owner's load and store of slot_ happen-before the thief's exchange. An owner access that
-// starts after P sees guards_. So a plain owner access never overlaps a thief's exchange.
+// starts after P sees guards_. And a thief that finished before the owner read guards_ 0 has
+// released its guard after its exchange: the owner's acquire load of guards_ (which also keeps
+// the compiler from sinking that load below the slot's) makes the exchange happen-before the
+// owner's plain access. So a plain owner access never overlaps a thief's exchange.
 //
 // Where membarrier is unavailable (a kernel before 4.14, a seccomp filter, Valgrind), every access
 // is an atomic exchange, as before. A one-worker runtime has no thieves: plain access, no flag.
@@ -52,7 +56,7 @@ class RunnextSlot {
     }
     busy_.store(1, std::memory_order_relaxed);
     std::atomic_signal_fence(std::memory_order_seq_cst);  // the CPU's fence is the thief's IPI
-    if (guards_.load(std::memory_order_relaxed) != 0) {
+    if (guards_.load(std::memory_order_acquire) != 0) {
       busy_.store(0, std::memory_order_relaxed);
       return slot_.exchange(f, std::memory_order_acq_rel);
     }
@@ -63,8 +67,13 @@ class RunnextSlot {
   }
 
   // Any thread but the owner: empties the slot and returns what it held. A system call (the
-  // membarrier) when the fast owner path is on: check peek() first.
+  // membarrier) when the fast owner path is on: check peek() first. Null also if the membarrier
+  // fails (a seccomp filter installed later): the fiber then waits for its own worker.
   Fiber* take() noexcept;
+
+  // Empties the slot once no thread can touch it concurrently (shutdown, after the workers
+  // were joined): an exchange, no membarrier.
+  Fiber* take_quiescent() noexcept { return slot_.exchange(nullptr, std::memory_order_acq_rel); }
 
   // Any thread, racy (the idle protocol's emptiness checks, metrics).
   Fiber* peek(std::memory_order order = std::memory_order_relaxed) const noexcept {
