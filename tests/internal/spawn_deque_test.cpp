@@ -26,11 +26,17 @@ using weft_internal_test::ExactlyOnce;
 using weft_internal_test::FakeFibers;
 constexpr std::int64_t kCap = SpawnDeque::kCapacity;
 
+// A thief's single steal (what a batch of at most one is).
+Fiber* steal(SpawnDeque& d) {
+  Fiber* f = nullptr;
+  return d.steal_batch(&f, 1) ? f : nullptr;
+}
+
 TEST(SpawnDeque, EmptyDequeGivesNull) {
   SpawnDeque d;
   EXPECT_TRUE(d.empty());
   EXPECT_EQ(d.take(), nullptr);
-  EXPECT_EQ(d.steal(), nullptr);
+  EXPECT_EQ(steal(d), nullptr);
   EXPECT_TRUE(d.empty());  // a failed take() restores bottom
 }
 
@@ -40,14 +46,14 @@ TEST(SpawnDeque, OwnerTakesNewestFirstThievesStealOldestFirst) {
   for (std::size_t i = 0; i < 6; ++i) ASSERT_TRUE(d.push(f[i]));
   EXPECT_FALSE(d.empty());
   EXPECT_EQ(d.take(), f[5]);
-  EXPECT_EQ(d.steal(), f[0]);
+  EXPECT_EQ(steal(d), f[0]);
   EXPECT_EQ(d.take(), f[4]);
-  EXPECT_EQ(d.steal(), f[1]);
-  EXPECT_EQ(d.steal(), f[2]);
+  EXPECT_EQ(steal(d), f[1]);
+  EXPECT_EQ(steal(d), f[2]);
   EXPECT_EQ(d.take(), f[3]);  // the last one, via the CAS path
   EXPECT_TRUE(d.empty());
   EXPECT_EQ(d.take(), nullptr);
-  EXPECT_EQ(d.steal(), nullptr);
+  EXPECT_EQ(steal(d), nullptr);
 }
 
 TEST(SpawnDeque, FullDequeRefusesPushAndNeverGrows) {
@@ -56,7 +62,7 @@ TEST(SpawnDeque, FullDequeRefusesPushAndNeverGrows) {
   for (std::int64_t i = 0; i < kCap; ++i) ASSERT_TRUE(d.push(f[static_cast<std::size_t>(i)]));
   EXPECT_FALSE(d.push(f[static_cast<std::size_t>(kCap)]));
   EXPECT_FALSE(d.push(f[static_cast<std::size_t>(kCap)]));
-  EXPECT_EQ(d.steal(), f[0]);  // room for one again
+  EXPECT_EQ(steal(d), f[0]);  // room for one again
   EXPECT_TRUE(d.push(f[static_cast<std::size_t>(kCap)]));
   EXPECT_FALSE(d.push(f[0]));
   EXPECT_EQ(d.take(), f[static_cast<std::size_t>(kCap)]);
@@ -70,9 +76,9 @@ TEST(SpawnDeque, IndicesKeepWorkingFarPastTheCapacity) {
   // top and bottom move forward by steals: thousands of ring wrap-arounds.
   for (int round = 0; round < 20000; ++round) {
     for (std::size_t i = 0; i < 3; ++i) ASSERT_TRUE(d.push(f[(round + i) % 64]));
-    ASSERT_EQ(d.steal(), f[round % 64]);
+    ASSERT_EQ(steal(d), f[round % 64]);
     ASSERT_EQ(d.take(), f[(round + 2) % 64]);
-    ASSERT_EQ(d.steal(), f[(round + 1) % 64]);
+    ASSERT_EQ(steal(d), f[(round + 1) % 64]);
     ASSERT_TRUE(d.empty());
   }
 }
@@ -113,7 +119,7 @@ TEST(SpawnDeque, StressOwnerAndThievesSeeEveryItemExactlyOnce) {
     thieves.emplace_back([&] {
       for (;;) {
         const bool finished = done.load(std::memory_order_acquire);
-        if (Fiber* x = d.steal()) {
+        if (Fiber* x = steal(d)) {
           mark(x);
           stolen.fetch_add(1, std::memory_order_relaxed);
         } else if (finished) {
@@ -163,7 +169,7 @@ TEST(SpawnDeque, LastItemGoesToExactlyOneOfOwnerAndThief) {
   std::thread thief([&] {
     for (int r = 0; r < kRounds; ++r) {
       while (round_go.load(std::memory_order_acquire) < r) std::this_thread::yield();
-      if (d.steal() == f[0]) thief_got.fetch_add(1, std::memory_order_relaxed);
+      if (steal(d) == f[0]) thief_got.fetch_add(1, std::memory_order_relaxed);
       thief_done.store(r, std::memory_order_release);
     }
   });
