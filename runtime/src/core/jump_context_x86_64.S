@@ -13,8 +13,18 @@
 // floating-point environment (rounding mode, exception masks) therefore belongs to the thread,
 // as in Go: a fiber that changes it restores it before it parks or yields.
 //
-// The jump back is `jmp *%r8`, not `ret`: a return to an address the call did not push would
-// miss the return-stack predictor on every switch (11.6 ns per jump measured that way).
+// It ends in `ret`, where Boost ends in `pop %r8; jmp *%r8`, to keep the CPU's return-stack
+// predictor in step. Every jump is made from one call site (switch_to, kept out of line for
+// this), so the address a resumed fiber returns to is the very address the jumping side's call
+// pushed: the `ret` is predicted, and so are the returns after it, out of switch_to and its
+// caller, which run the same code in every fiber. An indirect jump instead leaves the call's
+// entry on the predictor's stack, so every later return is predicted one frame off: two
+// mispredicted returns per switch, half the cost of a yield (switch bench 35 -> 17 ns,
+// chan_pingpong 161 -> 70 ns per round trip). The exception is a fiber's first run, which
+// returns into make_fcontext's trampoline: one miss per fiber.
+// (A `ret` to another address than the call pushed would fault under a CET shadow stack; the
+// object is not marked shadow-stack compatible, so the kernel never enables one for a program
+// linked with it.)
     .text
     .globl weft_jump_context
     .hidden weft_jump_context
@@ -32,17 +42,16 @@ weft_jump_context:
     movq  %rbp, 0x30(%rsp)
     movq  %rsp, %rax          // the context we leave: returned to whoever resumes
     movq  %rdi, %rsp          // the context we enter
-    movq  0x38(%rsp), %r8
     movq  0x08(%rsp), %r12
     movq  0x10(%rsp), %r13
     movq  0x18(%rsp), %r14
     movq  0x20(%rsp), %r15
     movq  0x28(%rsp), %rbx
     movq  0x30(%rsp), %rbp
-    leaq  0x40(%rsp), %rsp
+    leaq  0x38(%rsp), %rsp
     movq  %rsi, %rdx          // transfer_t.data
     movq  %rax, %rdi          // a fresh context's entry function takes transfer_t in rdi:rsi
-    jmp   *%r8
+    ret
     .cfi_endproc
     .size weft_jump_context, .-weft_jump_context
     .section .note.GNU-stack, "", %progbits
