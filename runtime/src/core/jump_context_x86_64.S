@@ -19,9 +19,9 @@
 // pushed: the `ret` is predicted, and so are the returns after it, out of switch_to and its
 // caller, which run the same code in every fiber. An indirect jump instead leaves the call's
 // entry on the predictor's stack, so every later return is predicted one frame off: two
-// mispredicted returns per switch, half the cost of a yield (switch bench 35 -> 17 ns,
-// chan_pingpong 161 -> 70 ns per round trip). The exception is a fiber's first run, which
-// returns into make_fcontext's trampoline: one miss per fiber.
+// mispredicted returns per switch, two thirds of the cost of a yield (A/B, medians of 5: the
+// switch bench 30.7 -> 10.4 ns, chan_pingpong 126 -> 69 ns per round trip). The exception is a
+// fiber's first run, which returns into make_fcontext's trampoline: one miss per fiber.
 // (A `ret` to another address than the call pushed would fault under a CET shadow stack; the
 // object is not marked shadow-stack compatible, so the kernel never enables one for a program
 // linked with it.)
