@@ -1,8 +1,9 @@
-// jump_context: the one primitive that switches stacks (its only caller is
-// sched/context_switch.cpp). On x86-64 Linux it is weft's own jump_context_x86_64.S, Boost's
-// jump_fcontext without the floating-point control state (see that file for why); elsewhere it
-// is Boost.Context's jump_fcontext. Both take and make Boost's fcontext_t, so make_fcontext
-// prepares a fiber's first run either way.
+// jump_context: the one primitive that switches stacks. Its only caller is switch_to in
+// sched/context_switch.cpp, and it must stay one call site: the x86-64 jump ends in `ret`, which
+// the CPU predicts right only when the resumed side was suspended at the same call. On x86-64
+// Linux it is weft's own jump_context_x86_64.S, Boost's jump_fcontext without the floating-point
+// control state (see that file for why); elsewhere it is Boost.Context's jump_fcontext. Both take
+// and make Boost's fcontext_t, so make_fcontext prepares a fiber's first run either way.
 #pragma once
 
 #include <boost/context/detail/fcontext.hpp>
