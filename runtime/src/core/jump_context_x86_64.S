@@ -15,7 +15,7 @@
 //
 // It ends in `ret`, where Boost ends in `pop %r8; jmp *%r8`, to keep the CPU's return-stack
 // predictor in step. Every jump is made from one call site (switch_to, kept out of line for
-// this), so the address a resumed fiber returns to is the very address the jumping side's call
+// this), so the address a resumed fiber returns to is the same address the jumping side's call
 // pushed: the `ret` is predicted, and so are the returns after it, out of switch_to and its
 // caller, which run the same code in every fiber. An indirect jump instead leaves the call's
 // entry on the predictor's stack, so every later return is predicted one frame off: two
