@@ -22,8 +22,6 @@
 // `fired` by the same CAS as a channel peer. The commit's arming reads this frame after a hook
 // may have woken us, so with sources the caller waits until the commit marked itself done; then
 // it disarms every armed source (which waits for a fire in progress) before it leaves.
-#include <sched.h>
-
 #include <algorithm>
 #include <atomic>
 #include <functional>
@@ -34,6 +32,7 @@
 
 #include "chan_core.hpp"
 #include "weft/detail/fast_rand.hpp"
+#include "weft/detail/spin_wait.hpp"
 
 namespace weft::detail {
 namespace {
@@ -88,13 +87,8 @@ void select_hook_fire(SelectHook* hook) noexcept {
 }
 
 void select_hook_wait(const SelectHook* hook) noexcept {
-  for (int spins = 0; !hook->done.load(std::memory_order_acquire); ++spins) {
-    if (spins < 64) {
-      __builtin_ia32_pause();
-    } else {
-      sched_yield();  // the firing thread was preempted between taking the hook and firing it
-    }
-  }
+  // Long only if the firing thread was preempted between taking the hook and firing it.
+  spin_wait_while([&] { return !hook->done.load(std::memory_order_acquire); });
 }
 
 namespace {

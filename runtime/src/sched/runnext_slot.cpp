@@ -3,9 +3,10 @@
 #include "sched/runnext_slot.hpp"
 
 #include <linux/membarrier.h>
-#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "weft/detail/spin_wait.hpp"
 
 namespace weft::detail {
 namespace {
@@ -38,13 +39,7 @@ Fiber* RunnextSlot::take() noexcept {
     return nullptr;
   }
   // The owner is inside a plain access, a few instructions long, unless it was preempted there.
-  for (int spins = 0; busy_.load(std::memory_order_acquire) != 0; ++spins) {
-    if (spins < 64) {
-      __builtin_ia32_pause();
-    } else {
-      sched_yield();
-    }
-  }
+  spin_wait_while([&] { return busy_.load(std::memory_order_acquire) != 0; });
   Fiber* f = slot_.exchange(nullptr, std::memory_order_acq_rel);
   guards_.fetch_sub(1, std::memory_order_release);
   return f;

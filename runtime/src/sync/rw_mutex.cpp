@@ -74,8 +74,6 @@
 // and never races a newcomer. A writer's unlock releases every queued reader first (they all
 // came while it held the lock), then the next writer; the last reader's unlock hands over to the
 // first queued writer.
-#include <sched.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -86,6 +84,7 @@
 #include "sched/worker.hpp"
 #include "sync/wait_queue.hpp"
 #include "weft/detail/assert.hpp"
+#include "weft/detail/spin_wait.hpp"
 #include "weft/sync.hpp"
 
 namespace weft {
@@ -143,24 +142,15 @@ RWMutex::~RWMutex() {
   // guard_) while that writer destroys it: wait until every one has finished. They never park,
   // so this is a short wait unless the kernel preempted one. Unlocks run on the workers of the
   // runtime running now (none once it ended) or on plain threads.
-  const auto wait_while = [](auto still_leaving) {
-    for (int spins = 0; still_leaving(); ++spins) {
-      if (spins < 64) {
-        __builtin_ia32_pause();
-      } else {
-        sched_yield();
-      }
-    }
-  };
   if (detail::Runtime* rt = detail::current_runtime()) {
     for (unsigned i = 0; i < rt->nworkers(); ++i) {
       const detail::Worker& w = rt->worker(i);
-      wait_while([&] { return w.rw_leaving.load(std::memory_order_acquire) == this; });
+      detail::spin_wait_while([&] { return w.rw_leaving.load(std::memory_order_acquire) == this; });
     }
   }
   for (unsigned i = 0; i < sp->count; ++i) {
     const auto& leaving = sp->slot[i].leaving;
-    wait_while([&] { return leaving.load(std::memory_order_acquire) != 0; });
+    detail::spin_wait_while([&] { return leaving.load(std::memory_order_acquire) != 0; });
   }
   delete sp;
 }
