@@ -134,6 +134,7 @@ void Runtime::worker_loop(Worker& w) {
     WEFT_ASSERT(!w.spinning, "a worker runs a fiber while counted as spinning");
     resume_from_scheduler(w, f);
   }
+  fiber_retire_all(w);
   remove_overflow_altstack(w);
   tls_worker = nullptr;
 }
@@ -222,7 +223,7 @@ void Runtime::run_main(void (*body)(void*), void* arg) {
   Fiber* main = fiber_create(&kMainOps, sizeof(MainClosure), alignof(MainClosure), &storage);
   ::new (storage) MainClosure{body, arg};
   main->is_main = true;
-  registry_->add(main);
+  registry_->add(main, Registry::shard_of_worker(0));  // worker 0 spawned it
   fiber_set_state(main, FiberState::kRunnable);
   workers_[0]->spawned.store(1, std::memory_order_relaxed);
   workers_[0]->spawned_q.push(main);
@@ -257,6 +258,7 @@ void Runtime::run_main(void (*body)(void*), void* arg) {
   w0.tsan_sched_fiber = __tsan_get_current_fiber();
 #endif
   shutdown_unwind(w0);
+  fiber_retire_all(w0);
   remove_overflow_altstack(w0);
   tls_worker = nullptr;
   monitor_.reset();

@@ -218,7 +218,9 @@ def _fibers(info):
         f = _u64(shard + info.registry_shard_head)
         while f and f not in seen and len(seen) < _MAX_FIBERS:
             seen.add(f)
-            fibers.append(_Fiber(info, f))
+            fiber = _Fiber(info, f)
+            if fiber.state != "done":  # ended, waiting to be unlinked in a batch
+                fibers.append(fiber)
             f = _u64(f + info.fiber_reg_next)
     fibers.sort(key=lambda fb: fb.id)
     _find_threads(fibers)

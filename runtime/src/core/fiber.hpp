@@ -5,18 +5,21 @@
 //  - `ctx`, `stack`, `eh_*`, `saved_errno`, sanitizer fields: only the worker that is switching
 //    this fiber in or out (the fiber is Running there, or being parked by it).
 //  - `next`: whoever holds the fiber in a queue (run queue ring slots do not use it; a worker's
-//    spill list and the pollers' ready lists do). A fiber is in at most one queue.
+//    spill list and the pollers' ready lists do), and after it finished the worker that retires
+//    it (Worker::retiring). A fiber is in at most one such list.
 //  - `state`: atomic; transitions below, made only by fiber_set_state/fiber_claim_parked. A
 //    parked fiber is won with a CAS (fiber_claim_parked), so a shutdown unwind and a racing wake
 //    cannot both resume it.
-//  - `reg_prev/reg_next`, `name`: the registry shard lock (registry.cpp).
+//  - `reg_prev/reg_next`, `name`: the registry shard lock (registry.cpp); `reg_shard`: written
+//    once before the fiber is registered.
 //  - `join_word`: atomic handshake between the finishing fiber and one joiner
 //    (sched/fiber_lifecycle.cpp).
 //  - `locals`: the fiber itself only (sched/fiber_locals.cpp).
 //  - `hibernation`: the hibernator, under its lock; read by the worker switching the fiber in.
 //  - `kernel_writes_stack`: the fiber itself (KernelWritesStack); read by the hibernator.
 //  - `stop`: thread-safe (weft/detail/cancel_signal.hpp); only the fiber's own waits attach.
-//  - `refs`: 1 for the running fiber + 1 for a Task handle; the last release frees the memory.
+//  - `refs`: 1 for the fiber's run (dropped once it ended and left the registry: fiber_retire)
+//    + 1 for a Task handle; the last release frees the memory.
 //  - wait_* fields, `parked_at_ns`: written by the fiber itself before it parks, read racily by
 //    dumps. `track` (and, while it is set, parked_at_ns): the metrics' sampling state, written
 //    only by the fiber's owner of the moment (sched/tracking.hpp).
@@ -70,6 +73,7 @@ struct Fiber {
   // io_uring into a buffer in its frame): the hibernator leaves it alone. Written by the fiber
   // itself (KernelWritesStack), read by the hibernator. In the padding before join_word.
   std::atomic<std::uint8_t> kernel_writes_stack{0};
+  std::uint8_t reg_shard = 0;  // its registry shard, set once by Registry::add; in the padding too
   std::atomic<std::uintptr_t> join_word{0};  // 0 running, 1 done, else a joiner's WaitNode*
   Fiber* reg_prev = nullptr;
   Fiber* reg_next = nullptr;

@@ -4,9 +4,12 @@
 #include <mutex>
 #include <vector>
 
+#include "weft/detail/assert.hpp"
+
 namespace weft::detail {
 
-void Registry::add(Fiber* f) noexcept {
+void Registry::add(Fiber* f, unsigned shard) noexcept {
+  f->reg_shard = static_cast<std::uint8_t>(shard);
   Shard& s = shard_of(f);
   std::lock_guard lock(s.lock);
   f->reg_prev = nullptr;
@@ -21,6 +24,17 @@ void Registry::remove(Fiber* f) noexcept {
   (f->reg_prev ? f->reg_prev->reg_next : s.head) = f->reg_next;
   if (f->reg_next) f->reg_next->reg_prev = f->reg_prev;
   f->reg_prev = f->reg_next = nullptr;
+}
+
+void Registry::remove_all(unsigned shard, const FiberList& fibers) noexcept {
+  Shard& s = shards_[shard];
+  std::lock_guard lock(s.lock);
+  for (Fiber* f = fibers.head; f; f = f->next) {
+    WEFT_ASSERT(f->reg_shard == shard, "a batch unlinked from another fiber's shard");
+    (f->reg_prev ? f->reg_prev->reg_next : s.head) = f->reg_next;
+    if (f->reg_next) f->reg_next->reg_prev = f->reg_prev;
+    f->reg_prev = f->reg_next = nullptr;
+  }
 }
 
 void Registry::set_name(Fiber* f, std::string name) {
@@ -40,10 +54,13 @@ std::string Registry::name_of(const Fiber* f) {
 }
 
 std::string Registry::name_by_id(std::uint64_t id) {
-  Shard& s = shards_[id % kShards];
-  std::lock_guard lock(s.lock);
-  for (Fiber* f = s.head; f; f = f->reg_next) {
-    if (f->id == id) return f->name ? *f->name : std::string();
+  for (Shard& s : shards_) {  // a rare look-up (the monitor's warnings): every shard
+    std::lock_guard lock(s.lock);
+    for (Fiber* f = s.head; f; f = f->reg_next) {
+      if (f->id == id && f->state.load(std::memory_order_relaxed) != FiberState::kDone) {
+        return f->name ? *f->name : std::string();
+      }
+    }
   }
   return {};
 }
@@ -51,7 +68,9 @@ std::string Registry::name_by_id(std::uint64_t id) {
 void Registry::for_each(const std::function<void(Fiber*)>& fn) {
   for (Shard& s : shards_) {
     std::lock_guard lock(s.lock);
-    for (Fiber* f = s.head; f; f = f->reg_next) fn(f);
+    for (Fiber* f = s.head; f; f = f->reg_next) {
+      if (f->state.load(std::memory_order_acquire) != FiberState::kDone) fn(f);
+    }
   }
 }
 

@@ -114,7 +114,7 @@ inline void sanitizer_after_jump(Worker& w) {
   __tsan_destroy_fiber(f->tsan_fiber);
   f->tsan_fiber = nullptr;
 #endif
-  fiber_release(f);
+  fiber_retire(w, f);
 }
 
 // The second half of every switch, run by the code that resumes: the jump's data is the worker

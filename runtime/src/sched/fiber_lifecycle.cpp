@@ -1,7 +1,8 @@
 // A fiber's life as the scheduler sees it: creation (id from the worker's batch), start (into
-// the spawner's deque, yielding when the worker is flooded), finish (registry, join hand-off,
-// the main fiber's end starts shutdown), shutdown's drop of never-started fibers, join, and the
-// fatal end of a go() fiber by an uncaught exception.
+// the registry shard of its worker and the spawner's deque, yielding when the worker is flooded),
+// finish (join hand-off, the main fiber's end starts shutdown), retirement once its stack is gone
+// (out of the registry, a batch at a time when another worker started it), shutdown's drop of
+// never-started fibers, join, and the fatal end of a go() fiber by an uncaught exception.
 //
 // Join protocol: join_word is 0 while the fiber runs, kJoinDone once it finished, or the address
 // of the one joiner's WaitNode; the finisher exchanges in kJoinDone and wakes whatever joiner it
@@ -20,6 +21,7 @@
 #include "core/fiber_alloc.hpp"
 #include "core/registry.hpp"
 #include "sched/scheduler.hpp"
+#include "sched/tuning.hpp"
 #include "weft/detail/wait_bounds.hpp"
 #include "weft/runtime.hpp"
 
@@ -59,8 +61,8 @@ void fiber_configure(Fiber* f, std::string_view name, std::size_t stack_size) {
 void fiber_start(Fiber* f, bool joinable) {
   Runtime& rt = runtime_or_throw("weft::go/weft::spawn");
   if (joinable) f->refs.store(2, std::memory_order_relaxed);
-  rt.registry().add(f);
   Worker* w = current_worker();
+  rt.registry().add(f, w ? Registry::shard_of_worker(w->index) : Registry::kForeignShard);
   if (w) {
     w->spawned.store(w->spawned.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   } else {
@@ -72,7 +74,6 @@ void fiber_start(Fiber* f, bool joinable) {
 }
 
 void fiber_finished_bookkeeping(Worker& w, Fiber* f) {
-  w.rt->registry().remove(f);
   w.finished.store(w.finished.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   fiber_set_state(f, FiberState::kDone, std::memory_order_release);
   const std::uintptr_t old = f->join_word.exchange(kJoinDone, std::memory_order_acq_rel);
@@ -83,8 +84,39 @@ void fiber_finished_bookkeeping(Worker& w, Fiber* f) {
 void fiber_drop_unstarted(Fiber* f) noexcept {
   f->ops->drop(f->storage());
   f->unwound = true;
-  fiber_finished_bookkeeping(*current_worker(), f);
-  fiber_release(f);
+  Worker& w = *current_worker();
+  fiber_finished_bookkeeping(w, f);
+  fiber_retire(w, f);
+}
+
+namespace {
+
+void retire_batch(Worker& w, unsigned shard) noexcept {
+  FiberList& batch = w.retiring[shard];
+  w.rt->registry().remove_all(shard, batch);
+  while (Fiber* f = batch.pop()) fiber_release(f);
+  w.retiring_mask &= ~(std::uint64_t{1} << shard);
+}
+
+}  // namespace
+
+void fiber_retire(Worker& w, Fiber* f) noexcept {
+  const unsigned shard = f->reg_shard;
+  if (shard == Registry::shard_of_worker(w.index)) {
+    w.rt->registry().remove(f);
+    fiber_release(f);
+    return;
+  }
+  FiberList& batch = w.retiring[shard];
+  batch.push(f);
+  w.retiring_mask |= std::uint64_t{1} << shard;
+  if (batch.size >= kRetireBatch) retire_batch(w, shard);
+}
+
+void fiber_retire_all(Worker& w) noexcept {
+  while (w.retiring_mask != 0) {
+    retire_batch(w, static_cast<unsigned>(__builtin_ctzll(w.retiring_mask)));
+  }
 }
 
 bool fiber_join(Fiber* f) {

@@ -5,6 +5,7 @@
 
 #include "core/fiber_alloc.hpp"
 #include "core/thread_parker.hpp"
+#include "sched/fiber_lifecycle.hpp"
 #include "sched/scheduler.hpp"
 #include "sched/timers.hpp"
 #include "sched/tuning.hpp"
@@ -236,8 +237,9 @@ Fiber* Runtime::find_runnable(Worker& w) {
     // Operations queued by the fibers this worker ran go to the kernel before it blocks or
     // sleeps: a completion they wait for must not wait for the next poll.
     poller_->flush();
-    // Stacks and fiber headers cached beyond a few go where the monitor's trim can give their
-    // memory back.
+    // Ended fibers waiting for a batch leave the registry, and stacks and fiber headers cached
+    // beyond a few go where the monitor's trim can give their memory back.
+    fiber_retire_all(w);
     stacks_->shed_idle_surplus(w.stacks);
     FiberAlloc::shed_thread_cache(kIdleFiberChunks);
     poll_or_sleep(w);

@@ -15,6 +15,7 @@ constexpr std::uint32_t kRunnextStreakMax = 32;      // runnext ping-pong must n
 constexpr std::uint32_t kRunQueueFirstInterval = 8;  // every 8th pick prefers woken to spawned
 constexpr int kStealRounds = 4;                      // steal sweeps before a spinner gives up
 constexpr std::size_t kIdleFiberChunks = 8;  // fiber headers a worker keeps cached while idle
+constexpr std::size_t kRetireBatch = 64;  // ended fibers of another worker's shard unlinked at once
 // Every 64th park and yield of a worker is timed for the metrics' histograms (Go's
 // gTrackingPeriod is 8). A timed one reads the clock two or three times (kvm-clock: ~25 ns each);
 // at 8 that was ~7 ns on a ~38 ns switch, at 64 it is under 1 ns, and a server parking 100k

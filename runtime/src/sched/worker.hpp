@@ -6,11 +6,13 @@
 // of the scheduler in scheduler.hpp.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <thread>
 
 #include "core/fiber.hpp"
+#include "core/registry.hpp"
 #include "core/stack_pool.hpp"
 #include "sched/run_queue.hpp"
 #include "sched/runnext_slot.hpp"
@@ -50,6 +52,12 @@ struct alignas(64) Worker {
   std::uint32_t coop_count = 0;
   std::uint64_t rng = 0;
   std::uint64_t next_id = 0, id_end = 0;  // batch of fiber ids handed to this worker
+  // Fibers that ended here but were started by another worker, still registered in its shard:
+  // unlinked and released a batch at a time (fiber_retire). Bit i of retiring_mask: list i is
+  // not empty.
+  std::array<FiberList, Registry::kShards> retiring;
+  std::uint64_t retiring_mask = 0;
+  static_assert(Registry::kShards <= 64, "retiring_mask has one bit per registry shard");
   // The RWMutex whose spread unlock_shared this worker is running, null otherwise: written by the
   // owner thread (release), read by ~RWMutex on any thread (acquire), which waits while it names
   // the dying mutex (rw_mutex.cpp, "Lifetime").
