@@ -717,6 +717,39 @@ TEST_P(RuntimeTest, FibersRunOnAtMostWorkersThreads) {
 
 // ---- dump_fibers --------------------------------------------------------------------------------
 
+// Fibers that end on another worker than the one that started them stay registered until they
+// are unlinked in a batch; no dump may show them, and once they have all ended, the dump lists
+// only the fibers still alive.
+TEST_P(RuntimeTest, DumpFibersNeverListsAFiberThatEnded) {
+  constexpr int kFibers = 1000;
+  const std::string last = weft::run(
+      [] {
+        weft::WaitGroup wg;
+        wg.add(kFibers);
+        for (int i = 0; i < kFibers; ++i) {
+          weft::go([&wg] {
+            weft::this_fiber::yield();  // a chance to move to another worker
+            wg.done();
+          });
+        }
+        wg.wait();
+        std::string text;
+        bool clean = true;
+        const bool settled = eventually([&] {
+          std::ostringstream os;
+          weft::dump_fibers(os);
+          text = os.str();
+          clean = clean && text.find("[done") == std::string::npos;
+          return text.rfind("weft: 1 fibers\n", 0) == 0;  // main alone
+        });
+        EXPECT_TRUE(clean) << text;
+        EXPECT_TRUE(settled) << text;
+        return text;
+      },
+      opts());
+  EXPECT_NE(last.find("[running]"), std::string::npos) << last;
+}
+
 TEST_P(RuntimeTest, DumpFibersShowsStateAndWaitReason) {
   std::string dump;
   weft::run(

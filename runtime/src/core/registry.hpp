@@ -3,8 +3,8 @@
 // lock, which also guards Fiber::name (set_name replaces it while dumps read it).
 //
 // Sharded by the worker that started the fiber (Fiber::reg_shard, fixed at add): a worker's
-// spawns take only its own shard's lock, a line that stays in its core's cache. A fiber that ends
-// on another worker is not unlinked at once: that worker collects it and unlinks a batch at a time
+// spawns take only its own shard's lock, a line that stays in its core's cache. A go() fiber that
+// ends on another worker is not unlinked at once: that worker collects it and unlinks a batch at a time
 // under one acquisition of the shard's lock (remove_all; the batching is the scheduler's,
 // sched/fiber_lifecycle.cpp). Until then it stays registered in state Done, holding its memory,
 // and for_each skips it. Why: sharded by fiber id, every spawn and every exit took a lock that the

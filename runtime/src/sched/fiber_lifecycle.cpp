@@ -102,7 +102,10 @@ void retire_batch(Worker& w, unsigned shard) noexcept {
 
 void fiber_retire(Worker& w, Fiber* f) noexcept {
   const unsigned shard = f->reg_shard;
-  if (shard == Registry::shard_of_worker(w.index)) {
+  // Only go() fibers wait for a batch: they leave nothing behind (no ClosureOps::release), so
+  // holding their memory a while changes nothing a program sees. A spawn()ed fiber's outcome is
+  // destroyed when its last reference goes, which must not wait for a batch.
+  if (shard == Registry::shard_of_worker(w.index) || f->ops->release != nullptr) {
     w.rt->registry().remove(f);
     fiber_release(f);
     return;

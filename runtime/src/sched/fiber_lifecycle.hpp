@@ -12,8 +12,9 @@ namespace weft::detail {
 // before it switches away for good (or, for a dropped fiber, on the shutdown loop's).
 void fiber_finished_bookkeeping(Worker& w, Fiber* f);
 // An ended fiber's stack is gone: it leaves the registry and drops its run's reference. On `w`,
-// the worker it ended on. Started by `w`, it is unlinked at once; started elsewhere, it waits in
-// w.retiring for kRetireBatch more of its shard (registry.hpp says why).
+// the worker it ended on. Started by `w` (or a spawn()ed fiber, whose outcome must go with its
+// last reference), it is unlinked at once; a go() fiber started elsewhere waits in w.retiring
+// for kRetireBatch more of its shard (registry.hpp says why).
 void fiber_retire(Worker& w, Fiber* f) noexcept;
 // Unlinks and releases everything w.retiring holds: before `w` goes idle or stops, so no ended
 // fiber keeps its memory while its worker sleeps.
