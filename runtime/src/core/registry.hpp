@@ -8,8 +8,8 @@
 // under one acquisition of the shard's lock (remove_all; the batching is the scheduler's,
 // sched/fiber_lifecycle.cpp). Until then it stays registered in state Done, holding its memory,
 // and for_each skips it. Why: sharded by fiber id, every spawn and every exit took a lock that the
-// other core had just held and wrote a neighbour's link that it had just written; a spawn storm
-// on two workers spent about a third of its time there.
+// other core had just held and wrote a neighbour's link that it had just written: a spawn storm
+// on two workers ran 8% slower than with these shards (and 20% faster with no registry at all).
 #pragma once
 
 #include <array>
