@@ -4,8 +4,8 @@
 //
 // Sharded by the worker that started the fiber (Fiber::reg_shard, fixed at add): a worker's
 // spawns take only its own shard's lock, a line that stays in its core's cache. A go() fiber that
-// ends on another worker is not unlinked at once: that worker collects it and unlinks a batch at a time
-// under one acquisition of the shard's lock (remove_all; the batching is the scheduler's,
+// ends on another worker is not unlinked at once: that worker collects it and unlinks a batch at a
+// time under one acquisition of the shard's lock (remove_all; the batching is the scheduler's,
 // sched/fiber_lifecycle.cpp). Until then it stays registered in state Done, holding its memory,
 // and for_each skips it. Why: sharded by fiber id, every spawn and every exit took a lock that the
 // other core had just held and wrote a neighbour's link that it had just written: a spawn storm
