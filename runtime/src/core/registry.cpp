@@ -18,12 +18,16 @@ void Registry::add(Fiber* f, unsigned shard) noexcept {
   s.head = f;
 }
 
-void Registry::remove(Fiber* f) noexcept {
-  Shard& s = shard_of(f);
-  std::lock_guard lock(s.lock);
+void Registry::unlink(Shard& s, Fiber* f) noexcept {
   (f->reg_prev ? f->reg_prev->reg_next : s.head) = f->reg_next;
   if (f->reg_next) f->reg_next->reg_prev = f->reg_prev;
   f->reg_prev = f->reg_next = nullptr;
+}
+
+void Registry::remove(Fiber* f) noexcept {
+  Shard& s = shard_of(f);
+  std::lock_guard lock(s.lock);
+  unlink(s, f);
 }
 
 void Registry::remove_all(unsigned shard, const FiberList& fibers) noexcept {
@@ -31,9 +35,7 @@ void Registry::remove_all(unsigned shard, const FiberList& fibers) noexcept {
   std::lock_guard lock(s.lock);
   for (Fiber* f = fibers.head; f; f = f->next) {
     WEFT_ASSERT(f->reg_shard == shard, "a batch unlinked from another fiber's shard");
-    (f->reg_prev ? f->reg_prev->reg_next : s.head) = f->reg_next;
-    if (f->reg_next) f->reg_next->reg_prev = f->reg_prev;
-    f->reg_prev = f->reg_next = nullptr;
+    unlink(s, f);
   }
 }
 

@@ -55,6 +55,7 @@ class Registry {
     Fiber* head = nullptr;
   };
   Shard& shard_of(const Fiber* f) noexcept { return shards_[f->reg_shard]; }
+  static void unlink(Shard& s, Fiber* f) noexcept;  // s.lock held (its users take it by lock_guard)
   std::array<Shard, kShards> shards_;
 };
 
