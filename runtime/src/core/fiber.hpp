@@ -7,9 +7,9 @@
 //  - `next`: whoever holds the fiber in a queue (run queue ring slots do not use it; a worker's
 //    spill list and the pollers' ready lists do), and after it finished the worker that retires
 //    it (Worker::retiring). A fiber is in at most one such list.
-//  - `state`: atomic; transitions below, made only by fiber_set_state/fiber_claim_parked. A
-//    parked fiber is won with a CAS (fiber_claim_parked), so a shutdown unwind and a racing wake
-//    cannot both resume it.
+//  - `state`: atomic; transitions below, made only by fiber_set_state, fiber_claim_parked and
+//    fiber_take_parked. A parked fiber is won with a CAS (fiber_claim_parked) wherever two parties
+//    can race for it (a shutdown unwind and a wake), so they cannot both resume it.
 //  - `reg_prev/reg_next`, `name`: the registry shard lock (registry.cpp); `reg_shard`: written
 //    once before the fiber is registered.
 //  - `join_word`: atomic handshake between the finishing fiber and one joiner
@@ -133,13 +133,21 @@ inline void fiber_set_state(Fiber* f, FiberState to,
               "illegal fiber state transition");
   f->state.store(to, order);
 }
-// fiber_claim_parked: Parked->Runnable for a party racing others for a parked fiber (a waker,
-// the poller's batch, a called-off park, shutdown). Exactly one caller gets true and then owns
-// the fiber; the others must leave it alone.
+// fiber_claim_parked: Parked->Runnable for a party that may race another for a parked fiber:
+// the shutdown unwind, and a wake that can run while it does (Runtime::ready says which). Exactly
+// one caller gets true and then owns the fiber; the others must leave it alone.
 inline bool fiber_claim_parked(Fiber* f) noexcept {
   FiberState expected = FiberState::kParked;
   return f->state.compare_exchange_strong(expected, FiberState::kRunnable,
                                           std::memory_order_acq_rel);
+}
+// fiber_take_parked: Parked->Runnable by the one party that can claim this park (Runtime::ready
+// says when that holds): a plain store, as a locked compare-exchange costs a ping-pong round trip
+// about a tenth of its time. Debug builds check the fiber was parked.
+inline void fiber_take_parked(Fiber* f) noexcept {
+  WEFT_ASSERT(f->state.load(std::memory_order_relaxed) == FiberState::kParked,
+              "a wake claimed a fiber that is not parked: two parties woke one park");
+  f->state.store(FiberState::kRunnable, std::memory_order_release);
 }
 
 }  // namespace weft::detail

@@ -47,7 +47,18 @@ void Runtime::refill_runq(Worker& w) noexcept {
 }
 
 bool Runtime::ready(Fiber* f, Worker* w, ReadyPlace place) noexcept {
-  if (!fiber_claim_parked(f)) return false;
+  // Every caller won its wait's own arbitration first (the channel or wait-queue lock, a
+  // select's `fired`, a PollDesc slot, the join word, a timer's removal), so one park has at most
+  // one waker. The only party that claims a parked fiber without such a win is the shutdown
+  // unwind, which runs on worker 0's thread once every other worker thread was joined: a wake on
+  // a worker thread before it happens-before it, and one during it runs on its own thread. So a
+  // worker claims with a plain store outside the unwind; a plain thread, which may run beside
+  // the unwind, and everything during it keep the CAS.
+  if (w && w->rt == this && !unwinding_) {
+    fiber_take_parked(f);
+  } else if (!fiber_claim_parked(f)) {
+    return false;
+  }
   track_wake(*this, f, w);  // a sampled park ends here (tracking.hpp)
   if (place == kQueueTail) {
     WEFT_ASSERT(w && w->rt == this, "ready(kQueueTail) needs the caller's own worker");
