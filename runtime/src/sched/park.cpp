@@ -1,6 +1,6 @@
 // The park/wake protocol's entry points: park() (a fiber gives up its worker; its commit runs
-// once its context is saved, see scheduler.hpp), Waker::wake() (the one Parked -> Runnable CAS of
-// a wake), this_fiber::yield(), coop_tick() (the cooperative budget), and the plain-thread
+// once its context is saved, see scheduler.hpp), Waker::wake() (into Runtime::ready, the one
+// wake path), this_fiber::yield(), coop_tick() (the cooperative budget), and the plain-thread
 // variants (ThreadParker). The protocol is
 // described in weft/detail/park.hpp. park() and yield() are the switch-outs that the metrics
 // sample (sched/tracking.hpp).

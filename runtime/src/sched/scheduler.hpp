@@ -14,8 +14,9 @@
 //  1. A waker finds a parked fiber only through what park()'s commit published, and commit runs
 //     after the fiber's context was saved. So Runtime::ready() never sees a fiber still on its
 //     stack.
-//  2. Runtime::ready() takes a parked fiber with the one Parked->Runnable CAS
-//     (fiber_claim_parked), so exactly one party resumes it.
+//  2. Exactly one party resumes a parked fiber: a wait's own arbitration leaves one waker per
+//     park, and Runtime::ready() decides between it and the shutdown unwind with the
+//     Parked->Runnable CAS (fiber_claim_parked) wherever the two can race (see ready()).
 //  3. A worker about to sleep first announces itself (nsleeping_, seq_cst), then re-checks every
 //     queue; a submitter pushes, then (a seq_cst read-modify-write of nspinning_, which TSan sees
 //     and a fence would not) reads nsleeping_. By the store-load order
@@ -100,8 +101,9 @@ class Runtime {
   const StackSizeTable& stack_sizes() const noexcept { return stack_sizes_; }
 
   // The one wake path: every wake of a parked fiber -- Waker::wake (channels, sync, timers,
-  // close, deadlines), the poller's batch, a called-off park -- ends here. Claims `f` with the
-  // Parked->Runnable CAS (false, and nothing done, if another party won it) and queues it.
+  // close, deadlines), the poller's batch, a called-off park -- ends here. Claims `f` (false,
+  // and nothing done, if the shutdown unwind won it; queues.cpp says when a plain store does)
+  // and queues it.
   // `caller` is the calling thread's worker (null on a plain thread; the waker has already
   // looked it up). kRunNext: into the caller's runnext slot (the woken fiber runs next, Go's
   // runnext), or the global queue from a plain thread; wakes an idle worker if work was pushed

@@ -15,7 +15,7 @@
 //
 // Invariants:
 //  - track and a tracked parked_at_ns are written only by the fiber's owner of the moment: the
-//    fiber as it switches out, the waker that won fiber_claim_parked (before it queues the
+//    fiber as it switches out, the waker that claimed it in Runtime::ready (before it queues the
 //    fiber), the worker switching it in. Ownership passes through the park commit's release and
 //    the queues' release/acquire, as for the fiber's other plain fields. A running fiber's track
 //    is kTrackOff. parked_at_ns of a parked fiber is always when it parked (dumps read it).
