@@ -86,6 +86,7 @@ Runtime::Runtime(const Options& opts) : opts_(resolve_options(opts)) {
     w->rt = this;
     w->index = i;
     w->rng = 0x9E3779B97F4A7C15ull * (i + 1);
+    w->lone_seen.resize(opts_.workers);
     workers_.push_back(std::move(w));
   }
   single_worker_ = workers_.size() == 1;

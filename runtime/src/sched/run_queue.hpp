@@ -78,6 +78,9 @@ class RunQueue {
     return tail_.load(std::memory_order_acquire) - h;
   }
   bool empty() const noexcept { return size() == 0; }
+  // Any thread, racy: the position of the head. It only grows, so a fiber that sits at the head
+  // keeps the same value until it is taken.
+  std::uint32_t head_position() const noexcept { return head_.load(std::memory_order_relaxed); }
 
  private:
   alignas(64) std::atomic<std::uint32_t> head_{0};

@@ -21,6 +21,8 @@ constexpr std::size_t kRetireBatch = 64;  // ended fibers of another worker's sh
 // at 8 that was ~7 ns on a ~38 ns switch, at 64 it is under 1 ns, and a server parking 100k
 // times a second still gets 1.5k samples a second.
 constexpr std::uint32_t kTrackingPeriod = 64;
-// of a worker is timed for the metrics (tracking.hpp)
+// A thief takes a busy worker's only queued fiber once it has seen it waiting this long
+// (Runtime::steal; Go waits 3 us before it steals a running P's runnext).
+constexpr std::int64_t kLoneStealDelayNs = 20'000;
 
 }  // namespace weft::detail

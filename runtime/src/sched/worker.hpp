@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <thread>
+#include <vector>
 
 #include "core/fiber.hpp"
 #include "core/registry.hpp"
@@ -51,6 +52,13 @@ struct alignas(64) Worker {
   const Fiber* coop_owner = nullptr;
   std::uint32_t coop_count = 0;
   std::uint64_t rng = 0;
+  // Steal pacing (Runtime::steal), as a thief: per other worker (by index), the head position of
+  // the one fiber last seen alone in its run queue, and when it was first seen there (0: none).
+  struct LoneSighting {
+    std::uint32_t head = 0;
+    std::int64_t since_ns = 0;
+  };
+  std::vector<LoneSighting> lone_seen;    // one per worker, sized before the workers start
   std::uint64_t next_id = 0, id_end = 0;  // batch of fiber ids handed to this worker
   // Fibers that ended here but were started by another worker, still registered in its shard:
   // unlinked and released a batch at a time (fiber_retire). Bit i of retiring_mask: list i is
