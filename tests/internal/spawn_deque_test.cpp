@@ -103,6 +103,19 @@ TEST(SpawnDeque, ABatchStealTakesAtMostHalfOldestFirstAndAtLeastOne) {
   EXPECT_TRUE(d.empty());
 }
 
+TEST(SpawnDeque, ABatchStealStopsAtTheLimitOldestFirst) {
+  SpawnDeque d;
+  constexpr auto kLimit = static_cast<std::size_t>(SpawnDeque::kMaxStealBatch);
+  constexpr std::size_t kN = 3 * kLimit;  // half of what the thief sees is more than the limit
+  FakeFibers f(kN);
+  for (std::size_t i = 0; i < kN; ++i) ASSERT_TRUE(d.push(f[i]));
+  Fiber* out[SpawnDeque::kMaxStealBatch];
+  ASSERT_EQ(d.steal_batch(out, kLimit), kLimit);
+  for (std::size_t i = 0; i < kLimit; ++i) EXPECT_EQ(out[i], f[i]) << i;
+  EXPECT_EQ(d.take(), f[kN - 1]);
+  EXPECT_EQ(d.size(), static_cast<std::int64_t>(kN - kLimit - 1));
+}
+
 // The owner pushes every item (a full deque: the owner keeps that item itself, as the spawner
 // hands it to the global queue) and takes some; thieves steal. Each item exactly once.
 TEST(SpawnDeque, StressOwnerAndThievesSeeEveryItemExactlyOnce) {
@@ -213,16 +226,20 @@ TEST(SpawnDeque, StressBatchThievesAndAnOwnerNearTheTopSeeEveryItemExactlyOnce) 
       }
     });
   }
+  constexpr auto kRun = static_cast<std::size_t>(2 * SpawnDeque::kMaxStealBatch + 23);
+  static_assert(kRun < static_cast<std::size_t>(SpawnDeque::kCapacity), "a run fits the deque");
   std::uint64_t owner_taken = 0;
   for (std::size_t i = 0; i < kItems; ++i) {
     if (!d.push(f[i])) {
       tally.mark(f[i]);
       ++owner_taken;
     }
-    // Runs of 23 pushes with a take after every fifth, then takes down to 0-2 left: the owner
-    // takes on both sides of kMaxStealBatch.
-    if (i % 23 == 22 || i % 5 == 4) {
-      const std::int64_t keep = i % 23 == 22 ? static_cast<std::int64_t>(i % 3) : d.size() - 1;
+    // Runs of kRun pushes with a take after every fifth, then takes down to 0-2 left: the deque
+    // grows to about 4/5 of kRun, so the owner takes on both sides of kMaxStealBatch, and
+    // thieves see enough for whole batches.
+    if (i % kRun == kRun - 1 || i % 5 == 4) {
+      const std::int64_t keep =
+          i % kRun == kRun - 1 ? static_cast<std::int64_t>(i % 3) : d.size() - 1;
       // (A null take lost a race near the top: a thief has that one.)
       while (d.size() > keep) {
         Fiber* x = d.take();

@@ -42,6 +42,7 @@ class SpawnDeque {
  public:
   static constexpr std::int64_t kCapacity = 256;
   static constexpr std::int64_t kMaxStealBatch = 64;
+  static_assert(kMaxStealBatch <= kCapacity / 2, "a batch is at most half of a full deque");
 
   bool push(Fiber* f) noexcept {  // owner
     const std::int64_t b = bottom_.load(std::memory_order_relaxed);
@@ -80,6 +81,8 @@ class SpawnDeque {
   // Claims up to `max` (1..kMaxStealBatch) of the oldest fibers with one CAS, at most half of
   // what is queued but at least one, into out[]; returns how many. Any thread but the owner.
   std::size_t steal_batch(Fiber** out, std::size_t max) noexcept {
+    // The owner's take() relies on it: a batch reaches at most kMaxStealBatch slots past top.
+    WEFT_ASSERT(max <= static_cast<std::size_t>(kMaxStealBatch), "a steal batch past the limit");
     if (max <= 1) return claim_oldest(out, 1);
     batch_thieves_.fetch_add(1, std::memory_order_seq_cst);
     const std::size_t n = claim_oldest(out, max);
