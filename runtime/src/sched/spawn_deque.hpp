@@ -10,23 +10,23 @@
 // Batch steals. A thief takes up to kMaxStealBatch of the oldest fibers (at most half of what it
 // sees) with one CAS of top, as Go steals half a run queue: a worker helping a spawning loop then
 // pays for the shared lines (top, its own spinning count) once per batch; stealing one at a time it
-// paid per fiber, and spawn on all workers took about 225 ns against 160 ns. Batches of up to 64
-// instead of 16: 244 -> 232 ns, and 197 -> 162 ns with FiberAlloc's look-ahead (medians of 11
-// interleaved runs, load 0.3-0.8). Classic Chase-Lev lets the owner take slot b without a CAS while
-// b > t, because a thief only ever claims slot t. A batch thief claims [t, t+k), computed from a
-// bottom it read earlier, and the owner may have taken from the bottom since, so a batch can reach
-// the owner's slot. The owner therefore checks, between publishing its new bottom and reading top,
-// whether a batch thief is between announcing itself and its CAS (batch_thieves_). If none is,
-// every batch thief either announced itself after that check, so it reads the new bottom and its
-// half stays below b, or finished its CAS before the check, so the owner's read of top sees it: the
-// classic argument holds. (A bottom read after the owner's is this one or a later one; a later,
-// larger one exists only after the owner pushed again at b, and that push publishes the new fiber
-// in slot b to the thief.) If one is and b is within kMaxStealBatch of top, the owner restores
-// bottom and takes the oldest fiber itself, by the thieves' CAS: there take() returns the oldest,
-// not the newest. Far from top it needs no check: a batch that read the old bottom read top before
-// the owner did, so its CAS succeeds only if it starts at the owner's t (it ends within
-// kMaxStealBatch of that, below b) or had succeeded before the owner read top (it lies below the
-// owner's t).
+// paid per fiber, and spawn on all workers (Xeon host) took about 225 ns against 160 ns. Batches of
+// up to 64 instead of 16 (EPYC host): 244 -> 232 ns, and 197 -> 162 ns with FiberAlloc's look-ahead
+// (medians of 11 interleaved runs, load 0.3-0.8). Classic Chase-Lev lets the owner take slot b
+// without a CAS while b > t, because a thief only ever claims slot t. A batch thief claims
+// [t, t+k), computed from a bottom it read earlier, and the owner may have taken from the bottom
+// since, so a batch can reach the owner's slot. The owner therefore checks, between publishing its
+// new bottom and reading top, whether a batch thief is between announcing itself and its CAS
+// (batch_thieves_). If none is, every batch thief either announced itself after that check, so it
+// reads the new bottom and its half stays below b, or finished its CAS before the check, so the
+// owner's read of top sees it: the classic argument holds. (A bottom read after the owner's is this
+// one or a later one; a later, larger one exists only after the owner pushed again at b, and that
+// push publishes the new fiber in slot b to the thief.) If one is and b is within kMaxStealBatch of
+// top, the owner restores bottom and takes the oldest fiber itself, by the thieves' CAS: there
+// take() returns the oldest, not the newest. Far from top it needs no check: a batch that read the
+// old bottom read top before the owner did, so its CAS succeeds only if it starts at the owner's t
+// (it ends within kMaxStealBatch of that, below b) or had succeeded before the owner read top (it
+// lies below the owner's t).
 #pragma once
 
 #include <algorithm>
