@@ -29,6 +29,8 @@ void queue_and_park(ChanCore* c, WaiterQueue& q, ChanWaiter& w, bool is_recv)
                  });
 }
 
+}  // namespace
+
 // The ring is full (count == ring_cap) and the channel is not (ring_cap < cap): a ring twice the
 // size (the first one kFirstRingBytes worth), the values moved over in order. Under the lock,
 // which is why it cannot throw: running out of memory here is fatal, as it is in Go.
@@ -61,77 +63,6 @@ void grow_ring_locked(ChanCore* c) noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->loc
   c->recvx = 0;
   c->sendx = n;
   list_grown_ring_locked(c);
-}
-
-// The bodies of send_locked and recv_locked, inlined into chan_send and chan_recv: a call with its
-// saved registers was about 30 instructions of a ping-pong round trip's 920. select calls the
-// out-of-line copies.
-[[gnu::always_inline]] inline TryResult send_locked_inline(ChanCore* c, void* src,
-                                                           Waker* wake) noexcept
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->lock) {
-  c->check_invariants();
-  if (c->closed.load(std::memory_order_relaxed)) return TryResult::kClosed;
-  if (ChanWaiter* r = c->recvq.claim()) {
-    // A parked receiver: the buffer is empty, so hand the value straight to it.
-    c->move_elem(r->slot, src);
-    r->success = true;
-    *wake = r->waker;
-    return TryResult::kDone;
-  }
-  const std::size_t n = c->count.load(std::memory_order_relaxed);
-  if (n < c->cap) {
-    if (n == c->ring_cap) grow_ring_locked(c);
-    c->move_elem(c->slot_at(c->sendx), src);
-    c->sendx = c->next_slot(c->sendx);
-    c->count.store(n + 1, std::memory_order_relaxed);
-    return TryResult::kDone;
-  }
-  return TryResult::kNotReady;
-}
-
-[[gnu::always_inline]] inline TryResult recv_locked_inline(ChanCore* c, void* dst,
-                                                           Waker* wake) noexcept
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->lock) {
-  c->check_invariants();
-  const std::size_t n = c->count.load(std::memory_order_relaxed);
-  if (ChanWaiter* s = c->sendq.claim()) {
-    if (c->cap == 0) {
-      c->move_elem(dst, s->slot);
-    } else {
-      // Full buffer with a parked sender: take the head, and the sender's value becomes the
-      // tail (same slot, as the ring is full), so FIFO order holds.
-      WEFT_ASSERT(n == c->cap, "sender parked on a buffered channel that has room");
-      void* head = c->slot_at(c->recvx);
-      c->move_elem(dst, head);
-      c->destroy_elem(head);
-      c->move_elem(head, s->slot);
-      c->recvx = c->next_slot(c->recvx);
-      c->sendx = c->recvx;
-    }
-    s->success = true;
-    *wake = s->waker;
-    return TryResult::kDone;
-  }
-  if (n > 0) {
-    void* head = c->slot_at(c->recvx);
-    c->move_elem(dst, head);
-    c->destroy_elem(head);
-    c->recvx = c->next_slot(c->recvx);
-    c->count.store(n - 1, std::memory_order_relaxed);
-    return TryResult::kDone;
-  }
-  if (c->closed.load(std::memory_order_relaxed)) return TryResult::kClosed;
-  return TryResult::kNotReady;
-}
-
-}  // namespace
-
-TryResult send_locked(ChanCore* c, void* src, Waker* wake) noexcept {
-  return send_locked_inline(c, src, wake);
-}
-
-TryResult recv_locked(ChanCore* c, void* dst, Waker* wake) noexcept {
-  return recv_locked_inline(c, dst, wake);
 }
 
 void park_forever(WaitReason reason) {
@@ -181,7 +112,7 @@ ChanResult chan_send(ChanCore* c, void* src, bool block) {
   }
   Waker wake;
   c->lock.lock();
-  switch (send_locked_inline(c, src, &wake)) {
+  switch (send_locked(c, src, &wake)) {
     case TryResult::kDone:
       c->lock.unlock();
       if (!wake.empty()) wake.wake();
@@ -215,7 +146,7 @@ ChanResult chan_recv(ChanCore* c, void* dst, bool block) {
   }
   Waker wake;
   c->lock.lock();
-  switch (recv_locked_inline(c, dst, &wake)) {
+  switch (recv_locked(c, dst, &wake)) {
     case TryResult::kDone:
       c->lock.unlock();
       if (!wake.empty()) wake.wake();

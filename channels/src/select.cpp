@@ -2,6 +2,7 @@
 //
 //  1. Poll order: a uniformly random permutation of the channel cases, so that among several
 //     ready cases each is chosen with equal probability (also when one channel appears twice).
+//     It is drawn lazily, one Fisher-Yates step per case the fast pass reaches.
 //  2. Lock order: the distinct channels sorted by address, so that two selects (and plain ops,
 //     which hold one lock) can never deadlock.
 //  3. Poll the cases in poll order, first each under its own lock (cheap when one is ready), then
@@ -28,6 +29,7 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "chan_core.hpp"
@@ -155,87 +157,27 @@ struct ThreadTimeout {
   }
 };
 
-}  // namespace
+constexpr std::size_t kInlineCases = 8;  // selects up to this size keep `poll` on the stack
 
-std::size_t select_run(SelectCase* cases, std::size_t n) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-  std::size_t default_index = n;
-  std::size_t timeout_index = n;
-  std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
-  std::size_t nactive = 0;
-  std::size_t nsources = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    switch (cases[i].kind) {
-      case SelectCase::kRecv:
-      case SelectCase::kSend:
-        if (cases[i].chan) ++nactive;
-        break;
-      case SelectCase::kSource:
-        ++nsources;
-        break;
-      case SelectCase::kTimeout:
-        if (timeout_index == n || cases[i].deadline_ns < deadline) {
-          timeout_index = i;
-          deadline = cases[i].deadline_ns;
-        }
-        break;
-      case SelectCase::kDefault:
-        if (default_index != n) {
-          throw std::logic_error("weft::select: more than one case_default");
-        }
-        default_index = i;
-        break;
-    }
-  }
-  if (nsources > 0 && !in_fiber()) {
-    throw std::logic_error(
-        "weft::select: socket cases (case_readable / case_writable) need a fiber, but select was "
-        "called from a plain thread");
-  }
-  if (nactive == 0 && nsources == 0) {
-    if (default_index != n) return default_index;
-    if (timeout_index == n) park_forever(n == 0 ? WaitReason::kForever : WaitReason::kSelect);
-  }
+// What select_with learned about the cases.
+struct CaseSummary {
+  std::size_t nactive;  // channel cases, indices in `poll`, in poll order
+  std::size_t nsources;
+  std::size_t default_index;  // n: none
+  std::size_t timeout_index;  // n: none
+  std::int64_t deadline;      // the earliest timeout's
+};
 
-  // 1 + 2: poll order and lock order.
-  Scratch<std::uint32_t> poll(nactive);
-  Scratch<ChanCore*> lockv(nactive);
-  std::size_t k = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if ((cases[i].kind == SelectCase::kRecv || cases[i].kind == SelectCase::kSend) &&
-        cases[i].chan) {
-      const std::uint32_t j = fast_rand(static_cast<std::uint32_t>(k + 1));
-      poll[k] = poll[j];
-      poll[j] = static_cast<std::uint32_t>(i);
-      lockv[k] = cases[i].chan;
-      ++k;
-    }
-  }
-  // Fast pass, one channel at a time in poll order: a case that is ready is taken under its own
-  // lock alone. Choosing the first ready case in a random order is what the locked pass below
-  // does too, so the choice stays uniform; buffered channels that look empty (recv) or full
-  // (send) are skipped without locking. Only when nothing is ready do we pay for locking every
-  // channel, which is what makes the poll-then-enqueue step atomic.
-  for (std::size_t p = 0; p < nactive; ++p) {
-    SelectCase& sc = cases[poll[p]];
-    ChanCore* c = sc.chan;
-    if (c->cap > 0 && !c->closed.load(std::memory_order_acquire)) {
-      const std::size_t count = c->count.load(std::memory_order_relaxed);
-      if (sc.kind == SelectCase::kRecv ? count == 0 : count == c->cap) continue;
-    }
-    Waker wake;
-    c->lock.lock();
-    TryResult r = sc.kind == SelectCase::kRecv ? recv_locked(c, sc.slot, &wake)
-                                               : send_locked(c, sc.slot, &wake);
-    c->lock.unlock();
-    if (r == TryResult::kNotReady) continue;
-    if (!wake.empty()) wake.wake();
-    if (sc.kind == SelectCase::kSend) {
-      if (r == TryResult::kClosed) throw ChannelClosed("weft::select: send on a closed channel");
-    } else {
-      sc.received = r == TryResult::kDone;
-    }
-    return poll[p];
-  }
+// No channel case was ready in the fast pass, which left `poll` a random permutation: the
+// sources, then steps 2-4. Out of line, so that the fast pass saves few registers.
+[[gnu::noinline]] std::size_t select_locked_or_park(SelectCase* cases, std::size_t n,
+                                                    std::uint32_t* poll, const CaseSummary& summary)
+    ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  const std::size_t nactive = summary.nactive;
+  const std::size_t nsources = summary.nsources;
+  const std::size_t default_index = summary.default_index;
+  const std::size_t timeout_index = summary.timeout_index;
+  const std::int64_t deadline = summary.deadline;
   // Sources, from a random start (a socket readiness check is a syscall: only when no channel
   // case is ready).
   if (nsources > 0) {
@@ -248,6 +190,9 @@ std::size_t select_run(SelectCase* cases, std::size_t n) ABSL_NO_THREAD_SAFETY_A
     }
   }
 
+  // 2: the lock order, the distinct channels by address.
+  Scratch<ChanCore*> lockv(nactive);
+  for (std::size_t p = 0; p < nactive; ++p) lockv[p] = cases[poll[p]].chan;
   if (nactive <= 8) {
     // Insertion sort: selects are small, and std::sort's set-up costs more than the sorting.
     for (std::size_t i = 1; i < nactive; ++i) {
@@ -396,6 +341,99 @@ std::size_t select_run(SelectCase* cases, std::size_t n) ABSL_NO_THREAD_SAFETY_A
     sc.received = waiters[fired].success;
   }
   return static_cast<std::size_t>(fired);
+}
+
+// The fast pass and its set-up; `poll` has room for n entries.
+[[gnu::always_inline]] inline std::size_t select_with(SelectCase* cases, std::size_t n,
+                                                      std::uint32_t* poll) {
+  // One pass over the cases: the channel cases (nil ones never fire) go to `poll` in case order,
+  // to be shuffled as the fast pass below reaches them.
+  std::size_t nactive = 0;
+  std::size_t nsources = 0;
+  std::size_t default_index = n;
+  std::size_t timeout_index = n;
+  std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t i = 0; i < n; ++i) {
+    const SelectCase& sc = cases[i];
+    switch (sc.kind) {
+      case SelectCase::kRecv:
+      case SelectCase::kSend:
+        if (sc.chan) poll[nactive++] = static_cast<std::uint32_t>(i);
+        break;
+      case SelectCase::kSource:
+        ++nsources;
+        break;
+      case SelectCase::kTimeout:
+        if (timeout_index == n || sc.deadline_ns < deadline) {
+          timeout_index = i;
+          deadline = sc.deadline_ns;
+        }
+        break;
+      case SelectCase::kDefault:
+        if (default_index != n) {
+          throw std::logic_error("weft::select: more than one case_default");
+        }
+        default_index = i;
+        break;
+    }
+  }
+  if (nsources > 0 && !in_fiber()) [[unlikely]] {
+    throw std::logic_error(
+        "weft::select: socket cases (case_readable / case_writable) need a fiber, but select was "
+        "called from a plain thread");
+  }
+  if (nactive == 0 && nsources == 0) {
+    if (default_index != n) return default_index;
+    if (timeout_index == n) park_forever(n == 0 ? WaitReason::kForever : WaitReason::kSelect);
+  }
+
+  // 1: the poll order, drawn lazily (Fisher-Yates: step p swaps a uniform pick of the cases not
+  // yet polled into place p). A select whose first pick is ready draws one number; one that
+  // polls every case leaves `poll` a uniformly random permutation for the locked pass.
+  //
+  // Fast pass, one channel at a time in poll order: a case that is ready is taken under its own
+  // lock alone. Choosing the first ready case in a random order is what the locked pass below
+  // does too, so the choice stays uniform; buffered channels that look empty (recv) or full
+  // (send) are skipped without locking. Only when nothing is ready do we pay for locking every
+  // channel, which is what makes the poll-then-enqueue step atomic.
+  for (std::size_t p = 0; p < nactive; ++p) {
+    if (nactive - p > 1) {
+      const std::size_t j = p + fast_rand(static_cast<std::uint32_t>(nactive - p));
+      std::swap(poll[p], poll[j]);
+    }
+    SelectCase& sc = cases[poll[p]];
+    ChanCore* c = sc.chan;
+    if (c->cap > 0 && !c->closed.load(std::memory_order_acquire)) {
+      const std::size_t count = c->count.load(std::memory_order_relaxed);
+      if (sc.kind == SelectCase::kRecv ? count == 0 : count == c->cap) continue;
+    }
+    Waker wake;
+    c->lock.lock();
+    TryResult r = sc.kind == SelectCase::kRecv ? recv_locked(c, sc.slot, &wake)
+                                               : send_locked(c, sc.slot, &wake);
+    c->lock.unlock();
+    if (r == TryResult::kNotReady) continue;
+    if (!wake.empty()) wake.wake();
+    if (sc.kind == SelectCase::kSend) {
+      if (r == TryResult::kClosed) throw ChannelClosed("weft::select: send on a closed channel");
+    } else {
+      sc.received = r == TryResult::kDone;
+    }
+    return poll[p];
+  }
+  return select_locked_or_park(
+      cases, n, poll, CaseSummary{nactive, nsources, default_index, timeout_index, deadline});
+}
+
+}  // namespace
+
+std::size_t select_run(SelectCase* cases, std::size_t n) {
+  if (n > kInlineCases) [[unlikely]] {
+    const std::unique_ptr<std::uint32_t[]> poll(new std::uint32_t[n]);
+    return select_with(cases, n, poll.get());
+  }
+  std::uint32_t poll[kInlineCases];
+  return select_with(cases, n, poll);
 }
 
 }  // namespace weft::detail

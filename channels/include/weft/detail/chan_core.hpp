@@ -87,15 +87,21 @@ void select_hook_fire(SelectHook* hook) noexcept;
 // from the source, has returned.
 void select_hook_wait(const SelectHook* hook) noexcept;
 
+// What a case is, by kind; 24 bytes, as select() builds one per case on every call.
 struct SelectCase {
   enum Kind : std::uint8_t { kRecv, kSend, kTimeout, kDefault, kSource };
+  explicit SelectCase(Kind k) noexcept : kind(k) {}
   Kind kind;
-  bool received = false;                 // out, kRecv: a value was constructed in `slot`
-  ChanCore* chan = nullptr;              // kRecv/kSend; nullptr (nil) never fires
-  void* slot = nullptr;                  // kRecv: raw storage; kSend: the value to move from
-  std::int64_t deadline_ns = 0;          // kTimeout: absolute steady_clock time
-  const SelectSource* source = nullptr;  // kSource, with its object
-  void* source_obj = nullptr;
+  bool received = false;  // out, kRecv: a value was constructed in `slot`
+  union {
+    ChanCore* chan = nullptr;    // kRecv/kSend; nullptr (nil) never fires
+    const SelectSource* source;  // kSource, with source_obj
+  };
+  union {
+    void* slot = nullptr;      // kRecv: raw storage; kSend: the value to move from
+    void* source_obj;          // kSource
+    std::int64_t deadline_ns;  // kTimeout: absolute steady_clock time
+  };
 };
 // Runs Go's selectgo over `cases` and returns the index of the case that fired. A send case on a
 // closed channel throws ChannelClosed (if it is the one chosen). n == 0 blocks forever.
