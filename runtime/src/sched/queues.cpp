@@ -169,7 +169,9 @@ namespace {
 // is soon. Taken at once, it moves its cache lines to the thief, and two fibers that talk keep
 // doing so: select2 (a consumer selecting over two producers' channels) ran at 86 ns per
 // select on two workers, the producers stolen back and forth, against 30 ns on one worker; with
-// the delay, 46 ns. Per victim, so that lone fibers on several workers each get their turn.
+// a 20 us delay 36 ns, with 100 us 30 ns (docs/architecture.md, "Stealing and spinning", has
+// the figures and the latency this costs). Per victim, so that lone fibers on several workers
+// each get their turn.
 bool lone_fiber_waited(Worker& w, const Worker& victim) noexcept {
   Worker::LoneSighting& seen = w.lone_seen[victim.index];
   const std::uint32_t head = victim.runq.head_position();

@@ -23,7 +23,7 @@ constexpr std::size_t kRetireBatch = 64;  // ended fibers of another worker's sh
 constexpr std::uint32_t kTrackingPeriod = 64;
 // A thief takes a busy worker's only queued fiber once it has seen it waiting this long
 // (Runtime::steal; Go waits 3 us before it steals a running P's runnext).
-constexpr std::int64_t kLoneStealDelayNs = 20'000;
+constexpr std::int64_t kLoneStealDelayNs = 100'000;
 // An idle worker that saw work it could not take yet waits this long before it looks again
 // (find_runnable), so that it does not keep pulling the other workers' queue lines.
 constexpr std::int64_t kIdleRecheckPauseNs = 5'000;
