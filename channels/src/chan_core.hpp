@@ -206,9 +206,9 @@ void grow_ring_locked(ChanCore* c) noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->loc
   return TryResult::kNotReady;
 }
 
+// kDone: a value was constructed at dst; kClosed: closed and drained (dst untouched).
 [[gnu::always_inline]] inline TryResult recv_locked(ChanCore* c, void* dst, Waker* wake) noexcept
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->lock) {
-  // kDone: a value was constructed at dst; kClosed: closed and drained (dst untouched).
   c->check_invariants();
   const std::size_t n = c->count.load(std::memory_order_relaxed);
   if (ChanWaiter* s = c->sendq.claim()) {

@@ -30,7 +30,6 @@
 #include <memory>
 #include <stdexcept>
 #include <utility>
-#include <vector>
 
 #include "chan_core.hpp"
 #include "weft/detail/fast_rand.hpp"
@@ -58,7 +57,7 @@ class Scratch {
 
 // The lock set of one select: every distinct channel, locked in address order. Clang's analysis
 // cannot follow a run-time set of locks, so the functions that take it are not analysed; what
-// they touch under it is the same as chan_core.cpp's analysed send_locked/recv_locked.
+// they touch under it is the same as the analysed send_locked/recv_locked (chan_core.hpp).
 struct Locks {
   ChanCore** chans;  // distinct, in address order
   std::size_t n;
@@ -182,8 +181,8 @@ struct CaseSummary {
   // case is ready).
   if (nsources > 0) {
     const std::size_t start = fast_rand(static_cast<std::uint32_t>(n));
-    for (std::size_t k2 = 0; k2 < n; ++k2) {
-      const std::size_t i = (start + k2) % n;
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t i = (start + k) % n;
       if (cases[i].kind == SelectCase::kSource && cases[i].source->ready_now(cases[i].source_obj)) {
         return i;
       }
@@ -427,6 +426,8 @@ struct CaseSummary {
 
 }  // namespace
 
+// select_with is inlined into both branches: the fast pass is compiled twice, so that a select
+// of up to kInlineCases cases pays for no owner of a heap array (5 instructions of its ~300).
 std::size_t select_run(SelectCase* cases, std::size_t n) {
   if (n > kInlineCases) [[unlikely]] {
     const std::unique_ptr<std::uint32_t[]> poll(new std::uint32_t[n]);

@@ -168,10 +168,10 @@ namespace {
 // waits behind a running one (that one woke it, as a message's sender wakes its receiver) that
 // is soon. Taken at once, it moves its cache lines to the thief, and two fibers that talk keep
 // doing so: select2 (a consumer selecting over two producers' channels) ran at 86 ns per
-// select on two workers, the producers stolen back and forth, against 30 ns on one worker; with
-// a 20 us delay 36 ns, with 100 us 30 ns (docs/architecture.md, "Stealing and spinning", has
-// the figures and the latency this costs). Per victim, so that lone fibers on several workers
-// each get their turn.
+// select on two workers, the producers stolen back and forth, against 30 ns on one worker. In a
+// later A/B on later code, a 20 us delay gave 36 ns and 100 us 30 ns (docs/architecture.md,
+// "Stealing and spinning", has each run and what the delay costs in latency and idle CPU). Per
+// victim, so that lone fibers on several workers each get their turn.
 bool lone_fiber_waited(Worker& w, const Worker& victim) noexcept {
   Worker::LoneSighting& seen = w.lone_seen[victim.index];
   const std::uint32_t head = victim.runq.head_position();

@@ -103,6 +103,7 @@ struct SelectCase {
     std::int64_t deadline_ns;  // kTimeout: absolute steady_clock time
   };
 };
+static_assert(sizeof(void*) != 8 || sizeof(SelectCase) == 24, "SelectCase grew");
 // Runs Go's selectgo over `cases` and returns the index of the case that fired. A send case on a
 // closed channel throws ChannelClosed (if it is the one chosen). n == 0 blocks forever.
 std::size_t select_run(SelectCase* cases, std::size_t n);
