@@ -158,6 +158,20 @@ struct ThreadTimeout {
 
 constexpr std::size_t kInlineCases = 8;  // selects up to this size keep `poll` on the stack
 
+// A case that completed (kDone or kClosed), its locks released, in either pass: wakes the peer
+// it was matched with, throws for a send on a closed channel, records whether a receive got a
+// value. Returns the case's index.
+inline std::size_t finish_case(SelectCase& sc, std::uint32_t index, TryResult r,
+                               const Waker& wake) {
+  if (!wake.empty()) wake.wake();
+  if (sc.kind == SelectCase::kSend) {
+    if (r == TryResult::kClosed) throw ChannelClosed("weft::select: send on a closed channel");
+  } else {
+    sc.received = r == TryResult::kDone;
+  }
+  return index;
+}
+
 // What select_with learned about the cases.
 struct CaseSummary {
   std::size_t nactive;  // channel cases, indices in `poll`, in poll order
@@ -216,13 +230,7 @@ struct CaseSummary {
                                                : send_locked(sc.chan, sc.slot, &wake);
     if (r == TryResult::kNotReady) continue;
     locks.unlock();
-    if (!wake.empty()) wake.wake();
-    if (sc.kind == SelectCase::kSend) {
-      if (r == TryResult::kClosed) throw ChannelClosed("weft::select: send on a closed channel");
-    } else {
-      sc.received = r == TryResult::kDone;
-    }
-    return poll[p];
+    return finish_case(sc, poll[p], r, wake);
   }
   if (default_index != n) {
     locks.unlock();
@@ -412,13 +420,7 @@ struct CaseSummary {
                                                : send_locked(c, sc.slot, &wake);
     c->lock.unlock();
     if (r == TryResult::kNotReady) continue;
-    if (!wake.empty()) wake.wake();
-    if (sc.kind == SelectCase::kSend) {
-      if (r == TryResult::kClosed) throw ChannelClosed("weft::select: send on a closed channel");
-    } else {
-      sc.received = r == TryResult::kDone;
-    }
-    return poll[p];
+    return finish_case(sc, poll[p], r, wake);
   }
   return select_locked_or_park(
       cases, n, poll, CaseSummary{nactive, nsources, default_index, timeout_index, deadline});
