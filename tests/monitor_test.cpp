@@ -4,7 +4,8 @@
 // behind the hog still run meanwhile; a timer due while every worker is idle wakes the runtime on
 // time (no lost timer wake-up in the idle path), also many times in a row. SIGQUIT prints a fiber
 // dump also when the process inherited SIGQUIT ignored, and leaves a program's own handler alone.
-// With the watchdog off, a worker held by one fiber is still taken over (no report).
+// With the watchdog off, a worker held by one fiber is still taken over (no report), and a fiber
+// woken into a held worker's runnext runs on another worker without any stuck mark.
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -95,8 +96,9 @@ TEST_P(MonitorTest, WatchdogCanBeDisabled) {
 }
 
 // With the watchdog off, a worker held by one fiber is still taken over: the fiber woken into
-// its runnext slot (stealable only from a worker marked stuck) runs on another worker. Before,
-// nothing marked the worker stuck without the watchdog, and this hung.
+// its runnext slot runs on another worker. Once nothing marked the worker stuck without the
+// watchdog, and this hung; now the held-worker takeover (next test) runs it before the stuck
+// mark at kStuckAfterNs.
 TEST_P(MonitorTest, WithTheWatchdogOffAWorkerHeldByOneFiberIsStillTakenOver) {
   if (workers() < 2) GTEST_SKIP() << "needs a second worker to take over";
   testing::internal::CaptureStderr();
@@ -123,6 +125,46 @@ TEST_P(MonitorTest, WithTheWatchdogOffAWorkerHeldByOneFiberIsStillTakenOver) {
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_TRUE(done) << "the fiber queued behind the hog never ran";
   EXPECT_EQ(err.find("weft: watchdog"), std::string::npos) << err;
+}
+
+// A fiber woken into the runnext slot of a worker that one fiber then holds runs on another
+// worker long before any stuck mark: here the watchdog's threshold is an hour, so only the
+// held-worker takeover (an idle worker woken by the monitor within a tick or two, which takes the
+// runnext once it has seen the worker not switch for kLoneStealDelayNs) can run it. Before it, the
+// fiber waited for the stuck mark (50 ms with the watchdog off), and with this threshold the hog
+// spun to its bound and the test failed. The hog waits without a time limit short of its
+// bound, since how soon the monitor and the idle worker's thread run is up to the OS.
+TEST_P(MonitorTest, AFiberWokenBehindAHeldWorkerRunsElsewhereBeforeAnyStuckMark) {
+  if (workers() < 2) GTEST_SKIP() << "needs a second worker to take over";
+  struct Result {
+    bool ran = false;
+    bool parked_first = false;
+    std::uint64_t reports = 0;
+  };
+  const Result r = weft::run(
+      [] {
+        weft::Chan<int> wake;
+        std::atomic<bool> flag{false};
+        auto woken = weft::spawn([&] {
+          wake.recv();
+          flag.store(true);
+        });
+        Result r;
+        // The send must find `woken` parked, so that it goes to this worker's runnext.
+        r.parked_first = eventually([&] { return parked_on("chan recv", {woken.id()}); }, 20s);
+        wake.send(1);
+        const auto t0 = Clock::now();
+        while (!flag.load() && Clock::now() - t0 < 30s) {
+        }
+        r.ran = flag.load();
+        woken.join();
+        r.reports = weft::stats().watchdog_reports;
+        return r;
+      },
+      weft::Options{.workers = workers(), .watchdog_threshold = std::chrono::hours(1)});
+  ASSERT_TRUE(r.parked_first) << "the woken fiber never parked on its channel";
+  EXPECT_TRUE(r.ran) << "the fiber woken behind a held worker did not run elsewhere in 30 s";
+  EXPECT_EQ(r.reports, 0u);
 }
 
 TEST_P(MonitorTest, TimerDueOnAnIdleRuntimeWakesIt) {

@@ -86,7 +86,7 @@ Runtime::Runtime(const Options& opts) : opts_(resolve_options(opts)) {
     w->rt = this;
     w->index = i;
     w->rng = 0x9E3779B97F4A7C15ull * (i + 1);
-    w->lone_seen.resize(opts_.workers);
+    w->sightings.resize(opts_.workers);
     workers_.push_back(std::move(w));
   }
   single_worker_ = workers_.size() == 1;
@@ -149,7 +149,10 @@ Fiber* Runtime::pop_any() noexcept {
   for (auto& v : workers_) {
     if (Fiber* f = v->runnext.take_quiescent()) return f;
     if (Fiber* f = v->runq.pop()) return f;
-    if (Fiber* f = v->spill.pop()) return f;  // the other workers have stopped
+    if (Fiber* f = v->spill.pop()) {  // the other workers have stopped
+      v->spill_size.store(v->spill.size, std::memory_order_relaxed);  // queues_empty() reads it
+      return f;
+    }
     if (Fiber* f = v->spawned_q.take()) return f;
   }
   Fiber* f = nullptr;

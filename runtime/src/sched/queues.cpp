@@ -67,8 +67,9 @@ bool Runtime::ready(Fiber* f, Worker* w, ReadyPlace place) noexcept {
     return true;
   }
   if (own_worker) {
-    // runnext: the woken fiber runs next on this worker (warm caches, Go's runnext). It is not
-    // stealable, so only a fiber it pushes out into the queue needs another worker.
+    // runnext: the woken fiber runs next on this worker (warm caches, Go's runnext). Another
+    // worker takes it only once this one is held by a fiber (steal; the monitor wakes a helper
+    // for that), so only a fiber it pushes out into the queue needs another worker now.
     if (Fiber* old = exchange_runnext(*w, f)) {
       push_local(*w, old);
       wake_idle_worker_to_share();
@@ -150,12 +151,15 @@ bool Runtime::lock_spin_may_help(const Worker& w) const noexcept {
          w.runq.empty() && w.spawned_q.empty() && w.spill.empty() && !w.runnext.peek();
 }
 
+bool Runtime::has_queued(const Worker& w) noexcept {
+  return !w.runq.empty() || !w.spawned_q.empty() || w.runnext.peek(std::memory_order_seq_cst) ||
+         w.spill_size.load(std::memory_order_relaxed) != 0;
+}
+
 bool Runtime::queues_empty() noexcept {
   if (gq_size_.load(std::memory_order_seq_cst) > 0) return false;
   for (auto& w : workers_) {
-    if (!w->runq.empty() || !w->spawned_q.empty() || w->runnext.peek(std::memory_order_seq_cst) ||
-        w->spill_size.load(std::memory_order_relaxed) != 0)
-      return false;
+    if (has_queued(*w)) return false;
   }
   return true;
 }
@@ -173,15 +177,20 @@ namespace {
 // "Stealing and spinning", has each run and what the delay costs in latency and idle CPU). Per
 // victim, so that lone fibers on several workers each get their turn.
 bool lone_fiber_waited(Worker& w, const Worker& victim) noexcept {
-  Worker::LoneSighting& seen = w.lone_seen[victim.index];
-  const std::uint32_t head = victim.runq.head_position();
-  const std::int64_t now = now_ns();
-  if (seen.since_ns == 0 || seen.head != head) {
-    seen.head = head;
-    seen.since_ns = now;
-    return false;
-  }
-  return now - seen.since_ns >= kLoneStealDelayNs;
+  return w.sightings[victim.index].lone_head.unchanged_for(victim.runq.head_position(), now_ns(),
+                                                           kLoneStealDelayNs);
+}
+
+// May thief `w` take `victim`'s runnext? runnext belongs to its worker, which runs it at its next
+// switch: a receiver woken by its sender runs as soon as the sender parks, on warm caches, and a
+// ping-pong pair stays on one worker. But a worker that has not switched for kLoneStealDelayNs
+// (Go waits 3 us before it steals a running P's runnext) is held by one fiber, which computes or
+// sits in a system call, and the fiber in its runnext waits behind it while this worker idles.
+// The switch count, not the fiber in the slot, says so: a pair that hands off through runnext
+// switches at every hand-off, so it is taken apart only if one of them runs for the whole delay.
+bool runnext_waited(Worker& w, const Worker& victim) noexcept {
+  return w.sightings[victim.index].held.unchanged_for(
+      victim.switches.load(std::memory_order_relaxed), now_ns(), kLoneStealDelayNs);
 }
 
 }  // namespace
@@ -210,8 +219,10 @@ Fiber* Runtime::steal(Worker& w) noexcept {
       w.steals.fetch_add(1, std::memory_order_relaxed);
       return f;
     }
-    // runnext belongs to its worker, except when the monitor saw that worker stuck in a fiber.
-    if (victim.stuck.load(std::memory_order_relaxed) && victim.runnext.peek()) {
+    // runnext belongs to its worker, unless one fiber holds that worker (runnext_waited; the
+    // monitor's stuck mark says so too, without the wait).
+    if (victim.runnext.peek() &&
+        (victim.stuck.load(std::memory_order_relaxed) || runnext_waited(w, victim))) {
       if (Fiber* f = victim.runnext.take()) {
         w.steals.fetch_add(1, std::memory_order_relaxed);
         return f;

@@ -1,8 +1,8 @@
 // RunnextSlot: a worker's runnext (Go's P.runnext), the one fiber a wake on this worker made
 // runnable and that runs next here, for warm caches. The owner exchanges it on every wake it makes
-// and on every pick; another thread takes it only from a worker the monitor saw stuck in one fiber
-// (Runtime::steal), and at shutdown once the workers were joined (Runtime::pop_any, with
-// take_quiescent).
+// and on every pick; another thread takes it only from a worker held by one fiber (Runtime::steal:
+// no switch for kLoneStealDelayNs, or the monitor's stuck mark), and at shutdown once the workers
+// were joined (Runtime::pop_any, with take_quiescent).
 //
 // Why not one atomic exchange everywhere: with several workers a ping-pong between two fibers on
 // one worker paid two `xchg`s per hand-off here (each drains the store buffer), 89% of pick_next's

@@ -28,8 +28,8 @@
 //     wake_idle_worker_to_share skips the read-modify-write when relaxed loads show a worker
 //     spinning or none idle. (On a spawn loop with two workers that RMW, on a line the other
 //     worker keeps writing, was 15% of the time.) A stale load costs a missed helper, not
-//     progress, as in Go's wakep after runqput; the monitor wakes one for a worker stuck on a
-//     fiber that never yields.
+//     progress, as in Go's wakep after runqput; the monitor wakes one for a worker held by one
+//     fiber for a tick with work queued behind it (services/monitor.hpp).
 //  4. The futex wait compares a per-worker sequence number read before the re-check, so a wake
 //     that lands between the re-check and the syscall makes the syscall return at once.
 //
@@ -39,7 +39,7 @@
 // current_worker(), which is never inlined.
 //
 // Where Runtime's members live: queues.cpp (ready, submit_spawned, push_*/pop_*, refill_runq,
-// pick_next, steal, queues_empty), idle.cpp (the idle path, the poller seat,
+// pick_next, steal, queues_empty, has_queued), idle.cpp (the idle path, the poller seat,
 // wake_idle_worker/wake_all, timers_changed, run_timers_and_poll, place_ready), runtime.cpp
 // (construction, worker_loop, run_main, shutdown, stats, quiescent, alloc_id).
 #pragma once
@@ -88,6 +88,9 @@ class Runtime {
   const Options& options() const noexcept { return opts_; }
   unsigned nworkers() const noexcept { return static_cast<unsigned>(workers_.size()); }
   Worker& worker(unsigned i) noexcept { return *workers_[i]; }
+  // Racy, any thread: whether w holds runnable fibers in any of its queues (queues_empty's test
+  // per worker; the monitor's too).
+  static bool has_queued(const Worker& w) noexcept;
   StackPool& stacks() noexcept { return *stacks_; }
   TimerHeap& timers() noexcept { return *timers_; }
   Registry& registry() noexcept { return *registry_; }
@@ -188,7 +191,7 @@ class Runtime {
   void push_spill(Worker& w, Fiber* f) noexcept;
   Fiber* pop_global(Worker& w) noexcept;
   // With a single worker nobody steals, so the owner's pop needs no CAS, and its runnext slot
-  // (which only a thief of a stuck worker touches besides the owner) needs no exchange; with
+  // (which only a thief of a held worker touches besides the owner) needs no exchange; with
   // several, runnext_slot.hpp keeps the owner's side plain where membarrier allows.
   Fiber* pop_runq(Worker& w) noexcept {
     return single_worker_ ? w.runq.pop_unshared() : w.runq.pop();

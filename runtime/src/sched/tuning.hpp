@@ -21,8 +21,9 @@ constexpr std::size_t kRetireBatch = 64;  // ended fibers of another worker's sh
 // at 8 that was ~7 ns on a ~38 ns switch, at 64 it is under 1 ns, and a server parking 100k
 // times a second still gets 1.5k samples a second.
 constexpr std::uint32_t kTrackingPeriod = 64;
-// A thief takes a busy worker's only queued fiber once it has seen it waiting this long
-// (Runtime::steal; Go waits 3 us before it steals a running P's runnext).
+// A thief takes a busy worker's only queued fiber once it has seen it waiting this long, and its
+// runnext once it has seen the worker not switch for this long (Runtime::steal; Go waits 3 us
+// before it steals a running P's runnext).
 constexpr std::int64_t kLoneStealDelayNs = 100'000;
 // An idle worker that saw work it could not take yet waits this long before it looks again
 // (find_runnable), so that it does not keep pulling the other workers' queue lines.

@@ -52,14 +52,28 @@ struct alignas(64) Worker {
   const Fiber* coop_owner = nullptr;
   std::uint32_t coop_count = 0;
   std::uint64_t rng = 0;
-  // Steal pacing (Runtime::steal), as a thief: per other worker (by index), the head position of
-  // the one fiber last seen alone in its run queue, and when it was first seen there (0: none).
-  struct LoneSighting {
-    std::uint32_t head = 0;
-    std::int64_t since_ns = 0;
+  // Steal pacing (Runtime::steal), as a thief: a value seen on another worker, and since when.
+  struct Sighting {
+    std::uint64_t value = 0;
+    std::int64_t since_ns = 0;  // 0: nothing seen yet
+    // Records `v` seen at `now`; true once the same value has been seen for `delay`.
+    bool unchanged_for(std::uint64_t v, std::int64_t now, std::int64_t delay) noexcept {
+      if (since_ns == 0 || value != v) {
+        value = v;
+        since_ns = now;
+        return false;
+      }
+      return now - since_ns >= delay;
+    }
   };
-  std::vector<LoneSighting> lone_seen;    // one per worker, sized before the workers start
-  std::uint64_t next_id = 0, id_end = 0;  // batch of fiber ids handed to this worker
+  // Per other worker (by index): the head position of the one fiber seen alone in its run queue,
+  // and its switch count while its runnext was occupied.
+  struct VictimSightings {
+    Sighting lone_head;
+    Sighting held;
+  };
+  std::vector<VictimSightings> sightings;  // one per worker, sized before the workers start
+  std::uint64_t next_id = 0, id_end = 0;   // batch of fiber ids handed to this worker
   // Fibers that ended here but were started by another worker, still registered in its shard:
   // unlinked and released a batch at a time (fiber_retire). Bit i of retiring_mask: list i is
   // not empty.
@@ -89,7 +103,7 @@ struct alignas(64) Worker {
   FiberList spill;
   std::atomic<std::uint64_t> spill_size{0};  // spill.size, for other threads (queues_empty)
   SpawnDeque spawned_q;  // spawned, never run: newest first for the owner, oldest for thieves
-  RunnextSlot runnext;   // owner; thieves take it only when `stuck` (runnext_slot.hpp)
+  RunnextSlot runnext;   // owner; thieves take it only from a held worker (runnext_slot.hpp)
 
   // Counters: written by the owner only (relaxed), summed by stats() and the monitor.
   std::atomic<std::uint64_t> switches{0};

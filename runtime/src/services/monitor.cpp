@@ -112,22 +112,27 @@ void Monitor::check_watchdog(std::int64_t now, std::int64_t threshold, bool repo
       if (w.stuck.load(std::memory_order_relaxed)) w.stuck.store(false, std::memory_order_relaxed);
       continue;
     }
-    if (now - w.mon_stuck_since < threshold || w.mon_reported_seq == seq) continue;
-    w.mon_reported_seq = seq;
-    w.stuck.store(true, std::memory_order_relaxed);
-    if (report) {
-      reports_.fetch_add(1, std::memory_order_relaxed);
-      // The fiber may finish and be freed at any moment: only its id (copied by the worker) is
-      // safe to read.
-      const std::string name = rt_.registry().name_by_id(id);
-      std::fprintf(stderr,
-                   "weft: watchdog: fiber %llu \"%s\" has held worker %u for %lld ms without "
-                   "yielding (a CPU-bound loop or a blocking call?); other workers take over its "
-                   "queue. Wrap blocking calls in weft::blocking() or yield in long loops.\n",
-                   static_cast<unsigned long long>(id), name.c_str(), i,
-                   static_cast<long long>((now - w.mon_stuck_since) / kMs));
+    // One fiber has held the worker since the last tick at least.
+    if (now - w.mon_stuck_since >= threshold && w.mon_reported_seq != seq) {
+      w.mon_reported_seq = seq;
+      w.stuck.store(true, std::memory_order_relaxed);
+      if (report) {
+        reports_.fetch_add(1, std::memory_order_relaxed);
+        // The fiber may finish and be freed at any moment: only its id (copied by the worker) is
+        // safe to read.
+        const std::string name = rt_.registry().name_by_id(id);
+        std::fprintf(stderr,
+                     "weft: watchdog: fiber %llu \"%s\" has held worker %u for %lld ms without "
+                     "yielding (a CPU-bound loop or a blocking call?); other workers take over its "
+                     "queue. Wrap blocking calls in weft::blocking() or yield in long loops.\n",
+                     static_cast<unsigned long long>(id), name.c_str(), i,
+                     static_cast<long long>((now - w.mon_stuck_since) / kMs));
+      }
     }
-    rt_.wake_idle_worker();
+    // Fibers queued behind it get an idle worker now, not at the stuck mark: a fiber woken into
+    // its runnext woke no helper (a thief takes it once it has seen the worker held), and the
+    // worker may have skipped the wake for work it queued for itself.
+    if (Runtime::has_queued(w)) rt_.wake_idle_worker();
   }
 }
 

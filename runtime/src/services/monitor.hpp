@@ -1,10 +1,14 @@
 // Monitor: one background thread per runtime (Go's sysmon) that
 //  - keeps the coarse clock used for dump timestamps,
+//  - wakes an idle worker, each tick, for a worker that one fiber has held since the last tick
+//    while fibers are queued behind it: a thief takes those in its ring and deque, and its
+//    runnext once it has seen that worker held for kLoneStealDelayNs (Runtime::steal). A worker
+//    waking helpers for its own queues may miss one (scheduler.hpp, "Why no wake-up is lost", 3),
+//    and a fiber woken into runnext wakes no helper at all, so this wake is what moves that work
+//    within a tick or two,
 //  - marks a worker stuck when one fiber has held it longer than Options::watchdog_threshold
-//    (kStuckAfterNs when the watchdog is off), wakes an idle worker to steal everything queued
-//    behind it, and, with the watchdog on, reports the fiber once. The takeover does not depend
-//    on the report: a worker waking helpers for its own queues may miss one (scheduler.hpp,
-//    "Why no wake-up is lost", 3), and then this wake is what moves the queued work,
+//    (kStuckAfterNs when the watchdog is off), which lets thieves take the ring's lone fiber and
+//    the runnext at once, and, with the watchdog on, reports the fiber once,
 //  - detects deadlock as Go does: every worker idle, nothing queued, no timer, no blocking() job,
 //    nothing parked on the poller, no outside thread that could still wake a fiber, for three
 //    consecutive checks with no switch between them; then prints the dump and aborts,
@@ -13,7 +17,8 @@
 //  - drops the fiber references the hibernator may not drop on its own thread,
 //  - prints a fiber dump on SIGQUIT (installed over the default action or an inherited "ignore",
 //    never over the program's own handler; the old disposition comes back when run() ends).
-// It never runs fibers and never touches run queues; it reads per-worker counters (relaxed).
+// It never runs fibers and never takes from run queues; it reads per-worker counters (relaxed)
+// and whether a worker's queues are empty (Runtime::has_queued).
 #pragma once
 
 #include <signal.h>
