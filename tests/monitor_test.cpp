@@ -95,6 +95,31 @@ TEST_P(MonitorTest, WatchdogCanBeDisabled) {
   EXPECT_EQ(err.find("weft: watchdog"), std::string::npos) << err;
 }
 
+// From the main fiber: wakes a fiber parked on a channel into this worker's runnext, then holds
+// the worker (spins, never switching) until that fiber has run elsewhere or `bound` passed.
+struct HeldWorkerRun {
+  bool parked_first = false;  // the woken fiber was parked when the send came
+  bool ran = false;           // it ran on another worker within the bound
+};
+HeldWorkerRun wake_then_hold_the_worker(std::chrono::seconds bound) {
+  weft::Chan<int> wake;
+  std::atomic<bool> flag{false};
+  auto woken = weft::spawn([&] {
+    wake.recv();
+    flag.store(true);
+  });
+  HeldWorkerRun r;
+  // The send must find `woken` parked, so that it goes to this worker's runnext.
+  r.parked_first = eventually([&] { return parked_on("chan recv", {woken.id()}); }, 20s);
+  wake.send(1);
+  const auto t0 = Clock::now();
+  while (!flag.load() && Clock::now() - t0 < bound) {
+  }
+  r.ran = flag.load();
+  woken.join();
+  return r;
+}
+
 // With the watchdog off, a worker held by one fiber is still taken over: the fiber woken into
 // its runnext slot runs on another worker. Once nothing marked the worker stuck without the
 // watchdog, and this hung; now the held-worker takeover (next test) runs it before the stuck
@@ -102,28 +127,11 @@ TEST_P(MonitorTest, WatchdogCanBeDisabled) {
 TEST_P(MonitorTest, WithTheWatchdogOffAWorkerHeldByOneFiberIsStillTakenOver) {
   if (workers() < 2) GTEST_SKIP() << "needs a second worker to take over";
   testing::internal::CaptureStderr();
-  const bool done = weft::run(
-      [] {
-        weft::Chan<int> wake;
-        std::atomic<bool> flag{false};
-        auto woken = weft::spawn([&] {
-          wake.recv();
-          flag.store(true);
-        });
-        // Usually `woken` is parked on the channel by now, so the send puts it in this worker's
-        // runnext; if not, the send parks and the test passes without the takeover.
-        weft::this_fiber::sleep_for(20ms);
-        wake.send(1);
-        const auto t0 = Clock::now();
-        while (!flag.load() && Clock::now() - t0 < 20s) {
-        }
-        const bool seen = flag.load();
-        woken.join();
-        return seen;
-      },
-      weft::Options{.workers = workers(), .watchdog_threshold = 0ms});
+  const HeldWorkerRun r = weft::run([] { return wake_then_hold_the_worker(20s); },
+                                    weft::Options{.workers = workers(), .watchdog_threshold = 0ms});
   const std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_TRUE(done) << "the fiber queued behind the hog never ran";
+  ASSERT_TRUE(r.parked_first) << "the woken fiber never parked on its channel";
+  EXPECT_TRUE(r.ran) << "the fiber queued behind the hog never ran";
   EXPECT_EQ(err.find("weft: watchdog"), std::string::npos) << err;
 }
 
@@ -136,35 +144,17 @@ TEST_P(MonitorTest, WithTheWatchdogOffAWorkerHeldByOneFiberIsStillTakenOver) {
 // bound, since how soon the monitor and the idle worker's thread run is up to the OS.
 TEST_P(MonitorTest, AFiberWokenBehindAHeldWorkerRunsElsewhereBeforeAnyStuckMark) {
   if (workers() < 2) GTEST_SKIP() << "needs a second worker to take over";
-  struct Result {
-    bool ran = false;
-    bool parked_first = false;
-    std::uint64_t reports = 0;
-  };
-  const Result r = weft::run(
-      [] {
-        weft::Chan<int> wake;
-        std::atomic<bool> flag{false};
-        auto woken = weft::spawn([&] {
-          wake.recv();
-          flag.store(true);
-        });
-        Result r;
-        // The send must find `woken` parked, so that it goes to this worker's runnext.
-        r.parked_first = eventually([&] { return parked_on("chan recv", {woken.id()}); }, 20s);
-        wake.send(1);
-        const auto t0 = Clock::now();
-        while (!flag.load() && Clock::now() - t0 < 30s) {
-        }
-        r.ran = flag.load();
-        woken.join();
-        r.reports = weft::stats().watchdog_reports;
+  std::uint64_t reports = 0;
+  const HeldWorkerRun r = weft::run(
+      [&reports] {
+        const HeldWorkerRun r = wake_then_hold_the_worker(30s);
+        reports = weft::stats().watchdog_reports;
         return r;
       },
       weft::Options{.workers = workers(), .watchdog_threshold = std::chrono::hours(1)});
   ASSERT_TRUE(r.parked_first) << "the woken fiber never parked on its channel";
   EXPECT_TRUE(r.ran) << "the fiber woken behind a held worker did not run elsewhere in 30 s";
-  EXPECT_EQ(r.reports, 0u);
+  EXPECT_EQ(reports, 0u);
 }
 
 TEST_P(MonitorTest, TimerDueOnAnIdleRuntimeWakesIt) {
