@@ -148,9 +148,8 @@ absl::StatusOr<std::size_t> Stream::read(void* buf, std::size_t n) {
   }
   // The io_uring backend: a read that would wait is a recv queued into buf (poll_op.hpp). After a
   // short read (the queue was empty) the kernel arms its poll before trying: no read() at all.
-  UringRing* const ring = n > 0 && !pd->read_interest.load(std::memory_order_relaxed)
-                              ? uring_ring()
-                              : nullptr;
+  UringRing* const ring =
+      n > 0 && !pd->read_interest.load(std::memory_order_relaxed) ? uring_ring() : nullptr;
   for (;;) {
     if (pd->closing.load(std::memory_order_acquire)) return closed_error("read", fd);
     if (ring && wait_first) {
@@ -361,9 +360,8 @@ absl::Status Stream::drive_nonblocking(std::string_view what, bool writing,
       // (TLS 1.3 key updates), and bounded like every wait here.
       if (absl::Status s = weft::this_fiber::sleep_for(std::chrono::milliseconds(1), bound);
           !s.ok()) {
-        return wait_error(absl::IsDeadlineExceeded(s) ? WaitResult::kDeadline
-                                                      : WaitResult::kCancelled,
-                          what, fd);
+        return wait_error(
+            absl::IsDeadlineExceeded(s) ? WaitResult::kDeadline : WaitResult::kCancelled, what, fd);
       }
       continue;
     }

@@ -48,15 +48,15 @@ static int g_max_fds;
 static struct sockaddr_storage g_addr;
 static socklen_t g_addrlen;
 
-struct pending {  /* the unwritten rest of a reply */
+struct pending { /* the unwritten rest of a reply */
   size_t len, off;
   char data[];
 };
 
 struct loop {
   int ep, lfd;
-  unsigned char *match;      /* fd -> "\r\n\r\n" chars matched so far (http) */
-  struct pending **pending;  /* fd -> unwritten bytes, or NULL */
+  unsigned char *match;     /* fd -> "\r\n\r\n" chars matched so far (http) */
+  struct pending **pending; /* fd -> unwritten bytes, or NULL */
   char *in, *out;
   size_t out_cap;
 };
@@ -67,8 +67,7 @@ static void die(const char *what) {
 }
 
 static void usage(const char *argv0, const char *msg) {
-  fprintf(stderr,
-          "%s: %s\nusage: %s --bench-server=echo|http [--listen=HOST:PORT] [--workers=N]\n",
+  fprintf(stderr, "%s: %s\nusage: %s --bench-server=echo|http [--listen=HOST:PORT] [--workers=N]\n",
           argv0, msg, argv0);
   exit(2);
 }
@@ -85,7 +84,7 @@ static void parse_addr(const char *argv0, const char *spec) {
   memcpy(host, spec, (size_t)(colon - spec));
   host[colon - spec] = '\0';
   char *h = host;
-  if (h[0] == '[' && h[strlen(h) - 1] == ']') {  /* [::1]:port */
+  if (h[0] == '[' && h[strlen(h) - 1] == ']') { /* [::1]:port */
     h[strlen(h) - 1] = '\0';
     ++h;
   }
@@ -126,7 +125,7 @@ static void close_conn(struct loop *lp, int fd) {
   free(lp->pending[fd]);
   lp->pending[fd] = NULL;
   lp->match[fd] = 0;
-  close(fd);  /* also leaves the epoll set */
+  close(fd); /* also leaves the epoll set */
 }
 
 /* Writes buf[0..len); keeps what the socket does not take and waits for EPOLLOUT. 0: closed. */
@@ -145,7 +144,7 @@ static int send_reply(struct loop *lp, int fd, const char *buf, size_t len) {
       p->off = 0;
       memcpy(p->data, buf + off, len - off);
       lp->pending[fd] = p;
-      set_interest(lp, fd, EPOLLOUT);  /* read nothing more until the reply is out */
+      set_interest(lp, fd, EPOLLOUT); /* read nothing more until the reply is out */
       return 1;
     } else {
       close_conn(lp, fd);
@@ -218,7 +217,7 @@ static void on_accept(struct loop *lp) {
     int fd = accept4(lp->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) perror("accept4");  /* EMFILE: say so */
+      if (errno != EAGAIN && errno != EWOULDBLOCK) perror("accept4"); /* EMFILE: say so */
       return;
     }
     if (fd >= g_max_fds) {
@@ -247,9 +246,9 @@ static void *run_loop(void *arg) {
       if (fd == lp->lfd) {
         on_accept(lp);
       } else if (lp->pending[fd]) {
-        flush_pending(lp, fd);  /* EPOLLOUT, or an error the write will find */
+        flush_pending(lp, fd); /* EPOLLOUT, or an error the write will find */
       } else {
-        on_readable(lp, fd);  /* EPOLLIN, EPOLLHUP or EPOLLERR: the read tells which */
+        on_readable(lp, fd); /* EPOLLIN, EPOLLHUP or EPOLLERR: the read tells which */
       }
     }
   }
