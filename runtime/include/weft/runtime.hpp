@@ -38,7 +38,9 @@ namespace weft {
 
 // Which readiness/completion engine carries weft::net's waits (Options::netpoll).
 enum class NetPoll : std::uint8_t {
-  kAuto,     // io_uring where the kernel allows it, else epoll (one line on stderr says why)
+  kAuto,     // epoll, except for a runtime of one worker with hibernation off (hibernate_after
+             // 0): there io_uring where the kernel sets up a ring, else epoll with one line on
+             // stderr saying why (docs/api.md, "Netpoller backends")
   kEpoll,    // edge-triggered epoll: every call tries its syscall and parks on readiness
   kIoUring,  // io_uring: a stream read that would wait becomes a queued recv; run() throws
              // std::runtime_error saying why if io_uring cannot be set up here
