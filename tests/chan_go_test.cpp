@@ -4,7 +4,8 @@
 // ops meet parked peers), TestNonblockRecvRace (also against close), TestMultiConsumer,
 // TestChanSendInterface, sending from deep stacks (TestShrinkStackDuringBlockingSend /
 // TestNoShrinkStackWhileParking-like), sieve1.go, a sieve over buffered channels, goroutines.go (a
-// chain of fibers), zerosize.go.
+// chain of fibers), zerosize.go. Those Go tests are Copyright 2009 The Go Authors, BSD-3-Clause
+// (LICENSES/BSD-3-Clause-Go.txt, NOTICE).
 #include <algorithm>
 #include <array>
 #include <atomic>

@@ -1,7 +1,8 @@
 // Proves weft::select with Go's runtime/chan_test.go and doubleselect.go as the reference, under
 // workers = 1, 2, 4 and 8: TestSelectDuplicateChannel, a send and a receive on one channel meeting
 // a peer, TestSelfSelect, TestNonblockSelectRace(2), TestSelectStress (with timeouts, every value
-// received exactly once), many fibers over many channels, doubleselect.go.
+// received exactly once), many fibers over many channels, doubleselect.go. Those Go tests are
+// Copyright 2009 The Go Authors, BSD-3-Clause (LICENSES/BSD-3-Clause-Go.txt, NOTICE).
 #include <algorithm>
 #include <array>
 #include <atomic>

@@ -1,6 +1,12 @@
 // weft_jump_context(fcontext_t to, void* data) -> transfer_t{from, data}: the instruction
 // sequence that moves a kernel thread from one fiber's stack to another's (x86-64 System V, ELF).
 //
+// Origin and licence: derived from Boost.Context's jump_fcontext
+// (libs/context/src/asm/jump_x86_64_sysv_elf_gas.S, Boost 1.74),
+//     Copyright Oliver Kowalke 2009.
+//     Distributed under the Boost Software License, Version 1.0.
+// (see LICENSES/BSL-1.0.txt and NOTICE). weft's changes are under the Apache License 2.0.
+//
 // It is Boost.Context's jump_fcontext (1.74) without the floating-point control state: the same
 // 0x40-byte frame on the stack that switches away (+0x00 left unused where Boost keeps MXCSR and
 // the x87 control word, +0x08 r12, +0x10 r13, +0x18 r14, +0x20 r15, +0x28 rbx, +0x30 rbp, +0x38
@@ -9,7 +15,7 @@
 // a parked fiber's registers where it always did.
 //
 // Why not jump_fcontext: its ldmxcsr and fldcw cost more than the rest of the jump together
-// (4.7 ns per jump against 2.1 ns measured here), and the call went through the PLT. The
+// (4.7 ns per jump against 2.1 ns), and the call went through the PLT. The
 // floating-point environment (rounding mode, exception masks) therefore belongs to the thread,
 // as in Go: a fiber that changes it restores it before it parks or yields.
 //
