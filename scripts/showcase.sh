@@ -201,7 +201,7 @@ if [ "$procs" -gt 1 ]; then
   printf '  %-4s %7s %9s %10s %10s %10s %7s %8s %9s\n' proc conns req/s p50_us p99_us p99.9_us errors srv_conn rss/conn
   for r in "${rows[@]}"; do echo "  $r"; done
 else
-  echo "server weft::stats() at peak (field meanings: README, section weft::stats()):"
+  echo "server weft::stats() at peak (field meanings: docs/api.md, section Stats and stats()):"
   read -r pc _ < <({ grep '^stats:' "$log/server.0.out" || true; } | sed 's/.*conns=\([0-9]*\).*/\1/' | sort -n | tail -1)
   grep '^stats:' "$log/server.0.out" | awk -v c="$pc" '$2 == "conns="c' | tail -1 |
     sed 's/^stats: //' | tr ' ' '\n' | grep -v -E '^(conns|accepted|rss_bytes)=' | paste -sd' ' |

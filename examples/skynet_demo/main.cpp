@@ -1,4 +1,4 @@
-// The runtime demo (README's first command): skynet with 1M leaf fibers summed through
+// The runtime demo: skynet with 1M leaf fibers summed through
 // Task::join, then the runtime's own counters.
 #include <chrono>
 #include <cstdint>
