@@ -9,12 +9,10 @@
 // chunks a thread takes were mostly written last by another core (the fibers they held ran and
 // ended there), so a list would make every allocation wait for the next chunk's line just to
 // find it. With addresses, allocate() asks for the lines of the chunk kPrefetchAhead allocations
-// ahead in exclusive state (PREFETCHW), and they arrive while this one is filled in. Spawn on two
-// workers of the development VM went from 244 to 197 ns per fiber (medians of 11 interleaved
-// runs, load 0.3-0.8). Before, allocate() prefetched only the next chunk, found through the list,
-// and with a read prefetch, which brings the lines shared, so the first store still waited for
-// the other core: asking for them exclusive was about half of the gain, looking further ahead
-// the rest.
+// ahead in exclusive state (PREFETCHW), and they arrive while this one is filled in: spawn on two
+// workers of a 2-vCPU host went from about 244 to 197 ns per fiber. A read prefetch would bring
+// the lines shared, so the first store would still wait for the other core: asking for them
+// exclusive is about half of that gain, looking further ahead the rest.
 // One size class (kChunk bytes, 16-byte aligned); bigger or over-aligned closures use operator new.
 // Process-wide and immortal: a Task may free its fiber after run() returned. Chunks are reused;
 // after a burst, release_cached() (the monitor's HeapReturn) gives the global stack's batches
@@ -35,8 +33,8 @@ class FiberAlloc {
   static constexpr std::size_t kAlign = 16;
   static constexpr std::size_t kBatch = 64;
   // How many allocations ahead allocate() prefetches. Spawn on two workers (with kMaxStealBatch
-  // 64, four lines prefetched per chunk), medians of 9 interleaved runs at load 0.7-0.8: 1, 2, 4
-  // and 8 ahead took 162, 154, 147 and 147 ns.
+  // 64, four lines prefetched per chunk): 1, 2, 4 and 8 ahead took about 162, 154, 147 and
+  // 147 ns per fiber.
   static constexpr std::size_t kPrefetchAhead = 4;
 
   static bool fits(std::size_t size, std::size_t align) noexcept {

@@ -5,12 +5,11 @@
 // pulls the lock's cache line (which is also the channel's or wait queue's line) away from the
 // holder in the middle of its critical section, and grabs the lock the instant it is released,
 // so the line crosses cores on every operation. Backing off for a round (Go's procyield(30),
-// about 0.75 us here: one pause is ~25 ns on this AMD EPYC) lets the holder finish and often take
-// the lock again while the line is still in its cache. Measured with weft_bench on the 2-core
-// VM, median of 3, the old one-pause spin against rounds of 30: chan_mpmc 106.9 -> 21.9 ns per
-// item (Go: 50-64), select2 139.8 -> 96.2 ns, rwmutex 18.2 -> 17.6 ns; chan_pingpong and mutex
-// unchanged within noise. Rounds of 8 or 16 pauses, or an exponential backoff up to 64, all
-// measured worse than 30.
+// about 0.75 us where one pause is ~25 ns, as on AMD EPYC) lets the holder finish and often take
+// the lock again while the line is still in its cache. With weft_bench on a 2-vCPU host, a
+// one-pause spin against rounds of 30: chan_mpmc 106.9 -> 21.9 ns per item (Go: 50-64), select2
+// 139.8 -> 96.2 ns, rwmutex 18.2 -> 17.6 ns; chan_pingpong and mutex unchanged within noise.
+// Rounds of 8 or 16 pauses, or an exponential backoff up to 64, all measured worse than 30.
 #include "weft/detail/spin_lock.hpp"
 
 #include <sched.h>

@@ -10,7 +10,7 @@
 // Why not painting with a pattern: painting writes every page of every stack, committing memory
 // the fibers never need (a 64 KiB stack per fiber instead of the one page most use) and costing
 // a full stack of writes per fiber. Why not dropping pages (MADV_DONTNEED) per fiber and counting
-// resident pages: each drop is a TLB shootdown across the workers, measured at ~100x slower here,
+// resident pages: each drop is a TLB shootdown across the workers, about 100x slower,
 // and it is page-granular. The zero scan can under-report by the bytes of a frame that only ever
 // stored zeros at its very bottom: far below the page-sized margins stacks are sized with.
 // Fibers that end by shutdown unwinding are recorded too (they are the fibers alive at exit).

@@ -172,10 +172,10 @@ namespace {
 // waits behind a running one (that one woke it, as a message's sender wakes its receiver) that
 // is soon. Taken at once, it moves its cache lines to the thief, and two fibers that talk keep
 // doing so: select2 (a consumer selecting over two producers' channels) ran at 86 ns per
-// select on two workers, the producers stolen back and forth, against 30 ns on one worker. In a
-// later A/B on later code, a 20 us delay gave 36 ns and 100 us 30 ns (docs/architecture.md,
-// "Stealing and spinning", has each run and what the delay costs in latency and idle CPU). Per
-// victim, so that lone fibers on several workers each get their turn.
+// select on two workers, the producers stolen back and forth, against 30 ns on one worker. With
+// a 20 us delay it takes about 36 ns, with 100 us about 30 ns (docs/architecture.md, "Stealing
+// and spinning", has what the delay costs in latency and idle CPU). Per victim, so that lone
+// fibers on several workers each get their turn.
 bool lone_fiber_waited(Worker& w, const Worker& victim) noexcept {
   return w.sightings[victim.index].lone_head.unchanged_for(victim.runq.head_position(), now_ns(),
                                                            kLoneStealDelayNs);

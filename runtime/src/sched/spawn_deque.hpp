@@ -9,10 +9,10 @@
 //
 // Batch steals. A thief takes up to kMaxStealBatch of the oldest fibers (at most half of what it
 // sees) with one CAS of top, as Go steals half a run queue: a worker helping a spawning loop then
-// pays for the shared lines (top, its own spinning count) once per batch; stealing one at a time it
-// paid per fiber, and spawn on all workers (Xeon host) took about 225 ns against 160 ns. Batches of
-// up to 64 instead of 16 (EPYC host): 244 -> 232 ns, and 197 -> 162 ns with FiberAlloc's look-ahead
-// (medians of 11 interleaved runs, load 0.3-0.8). Classic Chase-Lev lets the owner take slot b
+// pays for the shared lines (top, its own spinning count) once per batch. Stealing one at a time,
+// it would pay per fiber: spawn on all workers of a 2-vCPU host took about 225 ns that way against
+// 160 ns. Batches of up to 64 rather than 16 took it from about 197 to 162 ns (with FiberAlloc's
+// look-ahead). Classic Chase-Lev lets the owner take slot b
 // without a CAS while b > t, because a thief only ever claims slot t. A batch thief claims
 // [t, t+k), computed from a bottom it read earlier, and the owner may have taken from the bottom
 // since, so a batch can reach the owner's slot. The owner therefore checks, between publishing its

@@ -13,7 +13,7 @@
 //
 // Cost: malloc_trim walks every free chunk of every arena with that arena's lock held, and
 // allocations in that arena wait meanwhile. On a fragmented heap that is long: 1.5M free chunks
-// in a 540 MB heap took 100-300 ms per call on this 2-core VM, whether or not anything was left
+// in a 540 MB heap took 100-300 ms per call on a 2-vCPU host, whether or not anything was left
 // to return. So it runs on the monitor, never on a worker, and rarely:
 //
 // When: the monitor calls tick() every 100 ms with the number of live fibers. A trim runs
