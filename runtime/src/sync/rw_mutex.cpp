@@ -26,7 +26,7 @@
 // that is exactly kWriter (once spread: kWriter, kSpread and whatever count the word keeps).
 //
 // Spread readers. With the count in one word, two cores reading at once hand its cache line to
-// each other twice per read section: on this 2-core VM a read section cost 53 ns against 15 ns
+// each other twice per read section: on a 2-vCPU host a read section cost 53 ns against 15 ns
 // on one worker. A reader that finds another inside (on a runtime with more than one worker)
 // counts an overlap; after kSpreadAfterOverlaps, note_overlap allocates one counter per worker
 // (RWReaderSlots, each on its own cache line) and, under guard_, sets spread_ and then kSpread.
