@@ -22,8 +22,9 @@
 //
 // Task work. A socket recv completes as task work of the thread that submitted it. By default
 // the kernel notifies that thread at once (TWA_SIGNAL: an IPI when it is running), which on a
-// 2-vCPU host made echo 2.8x slower than epoll (32 us of server CPU per request against 12). IORING_SETUP_COOP_TASKRUN drops the IPI and runs the work at the thread's next kernel
-// entry -- but a thread asleep in a futex never enters, so a completion it owns would wait for
+// 2-vCPU host made echo 2.8x slower than epoll (32 us of server CPU per request against 12).
+// IORING_SETUP_COOP_TASKRUN drops the IPI and runs the work at the thread's next kernel entry --
+// but a thread asleep in a futex never enters, so a completion it owns would wait for
 // it. That is safe only where the one thread that submits is also the one that polls: a runtime
 // of one worker (fibers run only on workers; the seat is always that worker's; a busy worker
 // enters the kernel at its sends, and its periodic poll enters when IORING_SQ_TASKRUN is set).
