@@ -1,7 +1,18 @@
 // echo_server: a TCP echo server in plain blocking style, one fiber per connection.
 //
 //   echo_server --listen=127.0.0.1:7000 [--workers=N] [--stats_every=1s] [--reuse_port]
-//               [--drain_grace=1s]
+//               [--idle_timeout=1h] [--write_timeout=30s] [--max_conns=0] [--drain_grace=1s]
+//
+// Hostile clients: a connection that sends nothing for --idle_timeout is closed quietly
+// (examples/common/read_timeouts.hpp); one whose peer takes none of the echoed bytes for
+// --write_timeout is closed (examples/common/write_bounds.hpp: a client that sends and never
+// reads); past --max_conns connections at once a newcomer is closed at once, unanswered
+// (examples/common/connection_cap.hpp). The idle default is generous because holding many idle
+// connections is what the showcase and the soak do (scripts/showcase.sh idles them, and
+// weft-loadgen's idle connections stay idle for the whole of a long run); --max_conns defaults to
+// what the fd limit allows minus the fds kept to refuse with, so it never cuts the showcase's
+// per-process counts. Each connection echoes what one read brought before it reads again, so its
+// output budget is its 4 KiB buffer: no output queue builds up.
 //
 // Prints "listening on HOST:PORT" once it accepts connections. SIGINT/SIGTERM drain it
 // (weft::net::Server): it stops accepting, lets connections finish for up to --drain_grace, then
@@ -20,9 +31,12 @@
 #include <optional>
 #include <weft/weft.hpp>
 
+#include "common/connection_cap.hpp"
 #include "common/listen_announced.hpp"
 #include "common/process_stats.hpp"
+#include "common/read_timeouts.hpp"
 #include "common/shutdown_signal.hpp"
+#include "common/write_bounds.hpp"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7000", "address to listen on, HOST:PORT");
 ABSL_FLAG(int, workers, 0, "weft workers (0: all CPUs)");
@@ -31,13 +45,25 @@ ABSL_FLAG(bool, reuse_port, false,
           "listen with SO_REUSEPORT, so that several server processes share the port");
 ABSL_FLAG(absl::Duration, drain_grace, absl::Seconds(1),
           "on SIGINT/SIGTERM, how long connections may finish before they are cancelled");
+ABSL_FLAG(absl::Duration, idle_timeout, absl::Hours(1),
+          "close a connection that sends nothing for this long (0: never)");
+ABSL_FLAG(absl::Duration, write_timeout, absl::FromChrono(examples::WriteBounds::kDefaultTimeout),
+          "close a connection whose peer takes none of the echoed bytes for this long, a client "
+          "that sends and never reads (0: never)");
+ABSL_FLAG(std::size_t, max_conns, 0,
+          "connections served at once; past it a newcomer is closed unanswered (lowered to fit the "
+          "fd limit; 0: as many as the fd limit allows)");
 
 namespace {
 
 std::atomic<std::int64_t> g_conns{0};
 std::atomic<std::uint64_t> g_accepted{0};
 
-void serve(weft::net::TcpStream& conn) {
+struct Bounds {
+  std::chrono::nanoseconds idle, write;
+};
+
+void serve(weft::net::TcpStream& conn, const Bounds& bounds) {
   g_conns.fetch_add(1, std::memory_order_relaxed);
   struct Gone {
     ~Gone() { g_conns.fetch_sub(1, std::memory_order_relaxed); }
@@ -47,10 +73,21 @@ void serve(weft::net::TcpStream& conn) {
   // connection has idled past Options::hibernate_after (1 s), the runtime gives them back and
   // keeps only their non-zero bytes (stack hibernation), bringing them back on the next read.
   char buf[4096];
+  // No requests to time: only the idle wait before each read is bounded. Both bounds are lazy, so
+  // a busy connection costs a clock read per read and per write, not a timer operation.
+  examples::ReadTimeouts timeouts(bounds.idle, std::chrono::nanoseconds::zero());
+  examples::WriteBounds writes(bounds.write, sizeof buf, 0);
   for (;;) {
+    timeouts.wait_for_request();
+    timeouts.arm(conn);
     absl::StatusOr<std::size_t> n = conn.read(buf, sizeof buf);
-    if (!n.ok() || *n == 0) return;  // peer gone (or reset): nothing to report per connection
-    if (!conn.write_all(buf, *n).ok()) return;
+    if (!n.ok() && n.status().code() == absl::StatusCode::kDeadlineExceeded &&
+        !timeouts.expired(conn)) {
+      n = conn.read(buf, sizeof buf);  // only an earlier deadline passed: the stream has the bound
+    }
+    // Peer gone (or reset), idle past the bound, or cancelled: nothing to report per connection.
+    if (!n.ok() || *n == 0) return;
+    if (!writes.write_all(conn, std::string_view(buf, *n)).ok()) return;
   }
 }
 
@@ -86,15 +123,23 @@ int main(int argc, char** argv) {
           return;
         }
         weft::net::Server server(std::move(*l));
+        examples::ConnectionCap cap("echo_server", "--max_conns", absl::GetFlag(FLAGS_max_conns));
+        const Bounds bounds{absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_idle_timeout)),
+                            absl::ToChronoNanoseconds(absl::GetFlag(FLAGS_write_timeout))};
         // Joined before `server` goes away: serve() returns once drain() stopped accepting.
         // Each kind of fiber has a name, so a stack-size table (WEFT_STACK_SIZES, written by
         // `weft-stackprof sizes` from a profiled run) can give each kind its own stack size.
         weft::Task<absl::Status> serving =
             weft::spawn(weft::FiberOptions{.name = "echo-accept"}, [&] {
               return server.serve(
-                  [](weft::net::TcpStream& s, const weft::Context&) {
+                  [&](weft::net::TcpStream& s, const weft::Context&) {
                     g_accepted.fetch_add(1, std::memory_order_relaxed);
-                    serve(s);  // the stream is bound to the server's context: a drain cancels reads
+                    // Past the cap: closed unanswered (an echo has nothing to say), so that the
+                    // fds kept out of the cap are there for the next newcomer.
+                    std::optional<examples::ConnectionCap::Slot> slot = cap.try_admit();
+                    if (!slot) return;
+                    // The stream is bound to the server's context: a drain cancels reads.
+                    serve(s, bounds);
                   },
                   weft::FiberOptions{.name = "echo-conn"});
             });
