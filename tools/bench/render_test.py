@@ -103,6 +103,13 @@ class RenderTest(unittest.TestCase):
         page = self.page()
         self.assertIn("### Scaling on example-16c", page)
         self.assertIn("| c5000w4 | `ns_per_req` (ns) | 2100 | 2580 | 0.81 |", page)
+        # spawn w1 is in compare's plan anyway: its own table has it, and so does the series.
+        scaling = page[page.index("### Scaling on example-16c"):]
+        self.assertIn("| w1 | `ns_per_spawn` (ns) | 130.0 | 1173 | 0.11 |", scaling)
+        self.assertIn("| w4 | `ns_per_spawn` (ns) | 435.0 | 525.0 | 0.83 |", scaling)
+        results = page[page.index("## Results on example-16c"):page.index("## Scaling")]
+        self.assertIn("| w1 | `ns_per_spawn` (ns) | 130.0 | 1173 | – | 0.11 | – |", results)
+        self.assertNotIn("| w4 |", results)
         names = sorted(p.name for p in (self.out / "perf").glob("*.svg"))
         self.assertEqual(names, ["example-16c-micro.svg", "example-16c-scaling.svg",
                                  "example-2c-echo-latency.svg", "example-2c-micro.svg",
