@@ -5,6 +5,8 @@
 # rots, and every protocol parser's libFuzzer target for 20 s (tools/fuzz/run.sh, clang + ASan +
 # UBSan), and build the libraries once with clang's -Wthread-safety -Werror=thread-safety, which
 # checks every ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED annotation.
+# The bench variant also checks that docs/performance.md and README's table are what
+# tools/bench/render draws from tools/bench/results/ (render --check).
 # Usage: scripts/test-all.sh [release|debug|asan|tsan|threadsafety|bench|fuzz ...]
 #        (default: all of them)
 set -euo pipefail
@@ -83,8 +85,11 @@ for v in "${variants[@]}"; do
              -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" -DWEFT_BUILD_TESTS=OFF \
              -DWEFT_BUILD_EXAMPLES=OFF -DWEFT_BUILD_TOOLS=OFF >/dev/null &&
              cmake --build build-ci/threadsafety -j"$jobs" || failed+=(threadsafety) ;;
-    bench) echo "=== bench: every benchmark once (quick)"
-           tools/bench/compare --quick --build-dir build-ci/release || failed+=(bench) ;;
+    bench) echo "=== bench: every benchmark once (quick); docs/performance.md against its data"
+           bench_ok=1
+           tools/bench/compare --quick --build-dir build-ci/release || bench_ok=0
+           tools/bench/render --check || bench_ok=0
+           ((bench_ok)) || failed+=(bench) ;;
     fuzz) echo "=== fuzz: each parser's libFuzzer target, 20 s"
           tools/fuzz/run.sh 20 build-ci/fuzz || failed+=(fuzz) ;;
     *) echo "unknown variant $v (release|debug|asan|tsan|threadsafety|bench|fuzz)"; exit 2 ;;
