@@ -25,6 +25,7 @@
 #include "sched/fiber_lifecycle.hpp"
 #include "sched/options.hpp"
 #include "sched/scheduler.hpp"
+#include "sched/sync_services.hpp"
 #include "sched/timers.hpp"
 #include "services/debug_info.hpp"
 #include "services/hibernator.hpp"
@@ -54,6 +55,14 @@ __attribute__((noinline)) Worker* current_worker() noexcept { return tls_worker;
 __attribute__((noinline)) Fiber* current_fiber() noexcept {
   Worker* w = tls_worker;
   return w ? w->current : nullptr;
+}
+__attribute__((noinline)) unsigned current_worker_index() noexcept {
+  Worker* w = tls_worker;
+  return w ? w->index : kNotAWorker;
+}
+unsigned current_worker_count() noexcept {
+  Runtime* rt = current_runtime();
+  return rt ? rt->nworkers() : 0;
 }
 
 Runtime& runtime_or_throw(const char* what) {

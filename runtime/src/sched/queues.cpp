@@ -13,6 +13,7 @@
 #include <cstdlib>
 
 #include "sched/scheduler.hpp"
+#include "sched/sync_services.hpp"
 #include "sched/tuning.hpp"
 #include "weft/detail/assert.hpp"
 #include "weft/detail/fast_rand.hpp"
@@ -149,6 +150,11 @@ bool Runtime::lock_spin_may_help(const Worker& w) const noexcept {
   return nworkers() > 1 &&
          nsleeping_.load(std::memory_order_relaxed) + 1 < static_cast<int>(nworkers()) &&
          w.runq.empty() && w.spawned_q.empty() && w.spill.empty() && !w.runnext.peek();
+}
+
+bool lock_spin_may_help() noexcept {
+  const Worker* w = current_worker();
+  return w && w->rt->lock_spin_may_help(*w);
 }
 
 bool Runtime::has_queued(const Worker& w) noexcept {

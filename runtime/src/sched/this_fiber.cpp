@@ -1,5 +1,6 @@
 // this_fiber::sleep_until/sleep_for (a WaitBounds -- the deadline timer, the stop request, a
-// bound's signal -- armed before a gated park), stop_requested, id and set_name; and
+// bound's signal -- armed before a gated park), stop_requested, id and set_name; the calling
+// fiber's stop signal (current_stop_signal, weft/detail/wait_bounds.hpp); and
 // release_stack_below_frame (weft/detail/fiber_api.hpp).
 #include <sys/mman.h>
 
@@ -96,6 +97,11 @@ absl::Status this_fiber::sleep_until(std::chrono::steady_clock::time_point t,
 
 absl::Status this_fiber::sleep_for(std::chrono::nanoseconds d, const CancelToken& bound) {
   return sleep_until(detail::deadline_after(d > d.zero() ? d : d.zero()), bound);
+}
+
+detail::CancelSignal* detail::current_stop_signal() noexcept {
+  detail::Fiber* f = detail::current_fiber();
+  return f ? &f->stop : nullptr;
 }
 
 bool this_fiber::stop_requested() noexcept {

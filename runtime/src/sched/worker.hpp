@@ -80,10 +80,6 @@ struct alignas(64) Worker {
   std::array<FiberList, Registry::kShards> retiring;
   std::uint64_t retiring_mask = 0;
   static_assert(Registry::kShards <= 64, "retiring_mask has one bit per registry shard");
-  // The RWMutex whose spread unlock_shared this worker is running, null otherwise: written by the
-  // owner thread (release), read by ~RWMutex on any thread (acquire), which waits while it names
-  // the dying mutex (rw_mutex.cpp, "Lifetime").
-  std::atomic<const void*> rw_leaving{nullptr};
   int* errno_addr = nullptr;   // this thread's errno (bind_thread_state)
   void* eh_globals = nullptr;  // this thread's __cxa_eh_globals
 #if defined(__SANITIZE_ADDRESS__)

@@ -58,12 +58,13 @@
 // lock_shared, on a mutex its owner may not destroy), and it touches the mutex for the last time
 // before the wake -- except at shutdown, where the queued writer's unwinding may reopen the word
 // to a fast-path writer while that reader heads for the guard. Spread, any leaving reader may be
-// the one, and it reads the word after its subtraction: before subtracting it names the mutex in
-// its worker's Worker::rw_leaving (a plain release store; a plain thread counts itself in its
-// counter's `leaving` instead), and clears it as its last access; the destructor waits while any
-// worker names it or any counter counts a leaver. A writer that saw the subtraction synchronised
-// with it, so it sees the mark. release_word_count never subtracts from a spread word (a CAS
-// that fails on kSpread), so no reader leaves unmarked.
+// the one, and it reads the word after its subtraction: before subtracting it marks itself in its
+// counter's slot -- a worker whose index is the slot's sets the slot's `owner_leaving` (a plain
+// release store: that worker is its only writer); a plain thread, or a worker that shares the
+// slot with others, counts itself in the slot's `leaving` instead -- and clears the mark as its
+// last access; the destructor waits while any slot holds a mark. A writer that saw the subtraction
+// synchronised with it, so it sees the mark. release_word_count never subtracts from a spread word
+// (a CAS that fails on kSpread), so no reader leaves unmarked.
 //
 // Shutdown: a waiter unwound (FiberUnwind) before its grant leaves its list; a writer that does
 // so also clears kWriterWaiting when it was the last one queued, and lets in the readers that
@@ -80,8 +81,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "sched/scheduler.hpp"
-#include "sched/worker.hpp"
+#include "sched/sync_services.hpp"
 #include "sync/wait_queue.hpp"
 #include "weft/detail/assert.hpp"
 #include "weft/detail/spin_wait.hpp"
@@ -96,16 +96,24 @@ namespace detail {
 struct RWReaderSlots {
   // n: the readers counted here, negative when readers locked elsewhere and unlocked here (a
   // single counter drifts without bound -- grants go to counter 0, fibers migrate -- so it gets a
-  // full 64 bits). leaving: unlock_shared calls from plain threads (no Worker::rw_leaving) that
-  // left through this counter and may still read the mutex (header comment).
+  // full 64 bits). owner_leaving: the worker of this slot's index is in an unlock_shared that left
+  // through this counter and may still read the mutex (header comment, "Lifetime"); written by
+  // that worker only, so a plain store. leaving: the same for everyone else who uses the slot
+  // (plain threads, and workers past `count` when a larger runtime uses the mutex), counted.
   struct alignas(64) Slot {
     std::atomic<std::int64_t> n{0};
+    std::atomic<bool> owner_leaving{false};
     std::atomic<std::uint32_t> leaving{0};
   };
   explicit RWReaderSlots(unsigned workers, Slot* slots) : count(workers), slot(slots) {}
-  Slot& of(const Worker* w) noexcept { return slot[w ? w->index % count : 0]; }
-  // w: null on a plain thread (try_lock_shared, unlocks).
-  Slot& current() noexcept { return of(current_worker()); }
+  // worker: current_worker_index(), kNotAWorker on a plain thread (try_lock_shared, unlocks).
+  bool owns(unsigned worker) const noexcept { return worker < count; }
+  Slot& of(unsigned worker) noexcept {
+    if (owns(worker)) [[likely]]
+      return slot[worker];
+    return slot[worker == kNotAWorker ? 0 : worker % count];
+  }
+  Slot& current() noexcept { return of(current_worker_index()); }
   const unsigned count;
   const std::unique_ptr<Slot[]> slot;
 };
@@ -140,17 +148,13 @@ RWMutex::~RWMutex() {
   if (!sp) return;
   // An unlock_shared whose subtraction let a writer in may still be reading the mutex (the word,
   // guard_) while that writer destroys it: wait until every one has finished. They never park,
-  // so this is a short wait unless the kernel preempted one. Unlocks run on the workers of the
-  // runtime running now (none once it ended) or on plain threads.
-  if (detail::Runtime* rt = detail::current_runtime()) {
-    for (unsigned i = 0; i < rt->nworkers(); ++i) {
-      const detail::Worker& w = rt->worker(i);
-      detail::spin_wait_while([&] { return w.rw_leaving.load(std::memory_order_acquire) == this; });
-    }
-  }
+  // so this is a short wait unless the kernel preempted one. Each is marked in its counter's slot.
   for (unsigned i = 0; i < sp->count; ++i) {
-    const auto& leaving = sp->slot[i].leaving;
-    detail::spin_wait_while([&] { return leaving.load(std::memory_order_acquire) != 0; });
+    const RWReaderSlots::Slot& slot = sp->slot[i];
+    detail::spin_wait_while([&] {
+      return slot.owner_leaving.load(std::memory_order_acquire) ||
+             slot.leaving.load(std::memory_order_acquire) != 0;
+    });
   }
   delete sp;
 }
@@ -370,9 +374,8 @@ void RWMutex::lock_shared_contended(std::uint64_t seen) {
 
 void RWMutex::note_overlap() {
   if (overlaps_.fetch_add(1, std::memory_order_relaxed) + 1 != kSpreadAfterOverlaps) return;
-  const detail::Runtime* rt = detail::current_runtime();
-  if (!rt || rt->nworkers() < 2) return;  // one worker: the line never leaves its core
-  const unsigned n = rt->nworkers();
+  const unsigned n = detail::current_worker_count();
+  if (n < 2) return;  // no runtime, or one worker: the line never leaves its core
   // No exception here: the caller holds the read lock and lock_shared would leak it.
   std::unique_ptr<RWReaderSlots::Slot[]> slots(new (std::nothrow) RWReaderSlots::Slot[n]);
   if (!slots) return;
@@ -443,31 +446,30 @@ void RWMutex::lock_shared_spread(RWReaderSlots* sp) {
 void RWMutex::unlock_shared_spread(RWReaderSlots* sp) {
   // Say that we still read the mutex, then leave: from our subtraction on a writer may get in and
   // destroy it (a writer that saw the subtraction synchronised with it, so it sees the mark), and
-  // the destructor waits for the mark to go, the last thing we do. On a worker the mark is a
-  // plain store to the worker (nothing parks in here, so the worker stays ours); a locked add
-  // per mark cost 5-7 ns per read section.
-  detail::Worker* const w = detail::current_worker();
-  RWReaderSlots::Slot& slot = sp->of(w);
+  // the destructor waits for the mark to go, the last thing we do. On the worker that owns the
+  // slot the mark is a plain store (nothing parks in here, so the worker stays ours, and no one
+  // else writes it); a locked add per mark cost 5-7 ns per read section.
+  const unsigned worker = detail::current_worker_index();
+  RWReaderSlots::Slot& slot = sp->of(worker);
   std::atomic<std::int64_t>& mine = slot.n;
   struct LeftMark {
-    detail::Worker* w;
-    std::atomic<std::uint32_t>& leaving;
-    LeftMark(detail::Worker* worker, std::atomic<std::uint32_t>& l, const RWMutex* mu)
-        : w(worker), leaving(l) {
-      if (w) {
-        w->rw_leaving.store(mu, std::memory_order_release);
+    RWReaderSlots::Slot& slot;
+    const bool owner;
+    LeftMark(RWReaderSlots::Slot& s, bool owns) : slot(s), owner(owns) {
+      if (owner) {
+        slot.owner_leaving.store(true, std::memory_order_release);
       } else {
-        leaving.fetch_add(1, std::memory_order_relaxed);
+        slot.leaving.fetch_add(1, std::memory_order_relaxed);
       }
     }
     ~LeftMark() {
-      if (w) {
-        w->rw_leaving.store(nullptr, std::memory_order_release);
+      if (owner) {
+        slot.owner_leaving.store(false, std::memory_order_release);
       } else {
-        leaving.fetch_sub(1, std::memory_order_release);
+        slot.leaving.fetch_sub(1, std::memory_order_release);
       }
     }
-  } left{w, slot.leaving, this};
+  } left{slot, sp->owns(worker)};
   mine.fetch_sub(1, std::memory_order_seq_cst);
   const std::uint64_t s = state_.load(std::memory_order_seq_cst);
   if (!(s & (kWriter | kWriterWaiting))) [[likely]]

@@ -22,7 +22,7 @@
 
 #include <stdexcept>
 
-#include "sched/scheduler.hpp"
+#include "sched/sync_services.hpp"
 #include "sync/wait_queue.hpp"
 #include "weft/detail/assert.hpp"
 #include "weft/detail/park.hpp"
@@ -85,10 +85,9 @@ absl::Status Mutex::lock_slow(const CancelToken* bound) {
   // rounds of 30 pauses). Re-trying after every single pause pulled the lock word away from the
   // holder and bounced it between cores: mutex bench (4 fibers per worker, 2 workers) 30 ns per
   // section with 32 one-pause retries, 7-10 ns with these rounds (Go 22 ns).
-  detail::Worker* const w = detail::current_worker();
   for (int round = 0; round < kSpinRounds; ++round) {
     if (try_lock()) return absl::OkStatus();
-    if (!w || !w->rt->lock_spin_may_help(*w)) break;
+    if (!detail::lock_spin_may_help()) break;
     for (int i = 0; i < kPausesPerRound; ++i) __builtin_ia32_pause();
   }
   if (try_lock()) return absl::OkStatus();

@@ -4,15 +4,9 @@
 #include <cstddef>
 #include <string>
 
-#include "core/fiber.hpp"
-#include "sched/scheduler.hpp"
+#include "weft/detail/park.hpp"
 
 namespace weft::detail {
-
-CancelSignal* current_stop_signal() noexcept {
-  Fiber* f = current_fiber();
-  return f ? &f->stop : nullptr;
-}
 
 WaitBounds::WaitBounds(const CancelToken& token, Withdraw withdraw, void* arg) noexcept
     : token_sig_(token.signal()),
