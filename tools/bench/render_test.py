@@ -158,6 +158,24 @@ class RenderTest(unittest.TestCase):
         self.assertIn("The machine was not quiet (load average 1 or more as the run started)",
                       page)
 
+    def test_a_schema_1_file_renders(self):
+        # compare before schema 2: no host, started, machine, git; no failed/scaling per row.
+        doc = json.loads(FIXTURES[0].read_text())
+        for key in ("schema", "started", "host", "machine", "git", "toolchain", "command", "only",
+                    "scaling", "scaling_benches"):
+            del doc["meta"][key]
+        for row in doc["medians"]:
+            del row["failed"], row["scaling"]
+        old = self.tmp / "2025-12-01-oldhost.json"
+        old.write_text(json.dumps(doc))
+        self.assertEqual(self.run_render(files=[old]), 0)
+        page = self.page()
+        self.assertIn("## Results on oldhost", page)
+        self.assertIn("From `2025-12-01-oldhost.json`, host oldhost, run 2026-01-10, load average "
+                      "0.12 at the start, 0.42 at the end, 3 rounds.", page)
+        self.assertIn("No results file has scaling runs yet", page)
+        self.assertIn("| 3562 (3560–3570) | n/a |", page)  # raw epoll's failed runs, from runs
+
     def test_not_a_results_file_is_an_error(self):
         bad = self.tmp / "bad.json"
         bad.write_text("{}")
