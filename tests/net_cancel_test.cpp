@@ -634,28 +634,6 @@ class NetCloseRaceDeathTest : public ::testing::Test {
   void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
 };
 
-void exit_on_hang(int) {
-  const char msg[] = "hung: the close race scenario did not finish in time\n";
-  [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
-  _exit(3);
-}
-
-// A death-test child's gtest failures go to stdout, which the parent does not show: repeat them
-// on stderr, then exit with the test's verdict.
-[[noreturn]] void exit_with_result() {
-  const ::testing::TestResult* r =
-      ::testing::UnitTest::GetInstance()->current_test_info()->result();
-  for (int i = 0; i < r->total_part_count(); ++i) {
-    const ::testing::TestPartResult& part = r->GetTestPartResult(i);
-    if (part.failed()) {
-      std::fprintf(stderr, "%s:%d: %s\n", part.file_name() ? part.file_name() : "?",
-                   part.line_number(), part.message());
-    }
-  }
-  std::fflush(stderr);
-  _exit(r->Failed() ? 1 : 0);
-}
-
 // Transfers on a client stream closed mid-way by another fiber, round after round.
 void close_during_transfers(int iters) {
   const std::string& big = big_junk();
@@ -733,8 +711,7 @@ TEST_F(NetCloseRaceDeathTest, CloseDuringATransferNeverCrashesNorTouchesAReusedF
   big_junk();
   EXPECT_EXIT(
       {
-        signal(SIGALRM, exit_on_hang);
-        alarm(kSanitized ? 240 : 60);
+        exit_on_hang("the close race scenario", kSanitized ? 240 : 60);
         close_during_transfers(kIters);
         exit_with_result();
       },

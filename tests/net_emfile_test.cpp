@@ -6,7 +6,6 @@
 // runtime raises the soft limit to the hard one at start) for a whole process, so it runs in a
 // death-test child (a fresh process: fork + exec) with an alarm that turns a hang into a failure.
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -25,32 +24,7 @@ using namespace weft_test;
 using namespace weft_net_test;
 using absl::StatusCode;
 
-void exit_on_hang(int) {
-  const char msg[] = "hung: an EMFILE scenario did not finish in time\n";
-  [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
-  _exit(3);
-}
-
-// Ends a death-test child: its gtest failures go to stdout, which the parent does not show, so
-// they are repeated on stderr (shown when the exit status is not the expected 0).
-[[noreturn]] void exit_with_result() {
-  const ::testing::TestResult* r =
-      ::testing::UnitTest::GetInstance()->current_test_info()->result();
-  for (int i = 0; i < r->total_part_count(); ++i) {
-    const ::testing::TestPartResult& part = r->GetTestPartResult(i);
-    if (part.failed()) {
-      std::fprintf(stderr, "%s:%d: %s\n", part.file_name() ? part.file_name() : "?",
-                   part.line_number(), part.message());
-    }
-  }
-  std::fflush(stderr);
-  _exit(r->Failed() ? 1 : 0);
-}
-
-void arm_alarm() {
-  signal(SIGALRM, exit_on_hang);
-  alarm(kSanitized ? 120 : 30);
-}
+void arm_alarm() { exit_on_hang("an EMFILE scenario", kSanitized ? 120 : 30); }
 
 // Lowers both limits to a few fds above those open now (nothing can raise them again).
 void lower_fd_limit() {

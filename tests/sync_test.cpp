@@ -6,9 +6,6 @@
 // (acquire/release/try_acquire, release(n) wakes exactly n, plain threads on either side).
 #include "weft/sync.hpp"
 
-#include <signal.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <memory>
@@ -410,12 +407,6 @@ class SyncDeathTest : public WorkersTest {
 };
 WEFT_INSTANTIATE_WORKERS(SyncDeathTest);
 
-void exit_on_hang(int) {
-  const char msg[] = "hung: a timed CondVar wait never finished\n";
-  [[maybe_unused]] auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
-  _exit(3);
-}
-
 // Regression: many timed waits on one CondVar. Due timers were once fired inside park(), while the
 // parking fiber still held the CondVar's guard that another wait's timer callback needs: the
 // worker deadlocked on itself. Timers now fire only where the worker holds no lock.
@@ -426,8 +417,7 @@ TEST_P(SyncDeathTest, CondVarTimeoutsRaceWithNotify) {
   const weft::Options o = opts();
   EXPECT_EXIT(
       {
-        signal(SIGALRM, exit_on_hang);
-        alarm(30);
+        exit_on_hang("the timed CondVar waits", 30);
         weft::run(
             [&] {
               weft::Mutex mu;

@@ -1,14 +1,19 @@
 // Shared helpers for the weft test suite: the worker-count parameterisation every suite uses,
-// sanitizer-aware scaling of iteration counts, and bounded waiting helpers (no test may wait
-// without a bound: a runtime bug must fail a test, not hang CI).
+// sanitizer-aware scaling of iteration counts, bounded waiting helpers (no test may wait without
+// a bound: a runtime bug must fail a test, not hang CI), and the death-test child's hang alarm
+// and exit.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <sstream>
 #include <string>
@@ -127,6 +132,44 @@ inline bool join_within(weft::Task<void>& task, std::chrono::nanoseconds limit) 
     done.close();
   });
   return weft::select(weft::case_recv(done), weft::case_timeout(limit)) == 0;
+}
+
+// Death-test children (EXPECT_EXIT), which run a scenario that could hang or crash in a child
+// so that it fails one test instead of the suite. exit_on_hang arms SIGALRM: after `seconds` the
+// child writes "hung: <what> did not finish in time" to stderr and exits with status 3.
+// exit_with_result ends the child with the test's verdict (0 passed, 1 failed), first repeating
+// its gtest failures on stderr, since they go to the child's stdout, which the parent does not
+// show.
+inline const char* g_hang_what = "the death-test scenario";
+
+inline void on_hang(int) {
+  // Async-signal-safe: write(2) and _exit(2) only.
+  constexpr char kHung[] = "hung: ";
+  constexpr char kNotFinished[] = " did not finish in time\n";
+  [[maybe_unused]] ssize_t n = write(STDERR_FILENO, kHung, sizeof kHung - 1);
+  n = write(STDERR_FILENO, g_hang_what, std::strlen(g_hang_what));
+  n = write(STDERR_FILENO, kNotFinished, sizeof kNotFinished - 1);
+  _exit(3);
+}
+
+inline void exit_on_hang(const char* what, unsigned seconds) {
+  g_hang_what = what;
+  signal(SIGALRM, on_hang);
+  alarm(seconds);
+}
+
+[[noreturn]] inline void exit_with_result() {
+  const ::testing::TestResult* r =
+      ::testing::UnitTest::GetInstance()->current_test_info()->result();
+  for (int i = 0; i < r->total_part_count(); ++i) {
+    const ::testing::TestPartResult& part = r->GetTestPartResult(i);
+    if (part.failed()) {
+      std::fprintf(stderr, "%s:%d: %s\n", part.file_name() ? part.file_name() : "?",
+                   part.line_number(), part.message());
+    }
+  }
+  std::fflush(stderr);
+  _exit(r->Failed() ? 1 : 0);
 }
 
 }  // namespace weft_test
