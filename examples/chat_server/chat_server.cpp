@@ -19,6 +19,7 @@
 #include "common/connection_cap.hpp"
 #include "common/linger_close.hpp"
 #include "common/read_timeouts.hpp"
+#include "common/write_bounds.hpp"
 
 namespace chat {
 
@@ -319,37 +320,51 @@ void client_main(weft::net::TcpStream stream, std::uint64_t id, const weft::Chan
   // Bounded in bytes by the hub (Hub::enqueue); in lines only as many as the bytes allow, and
   // its ring grows with what it holds, so an idle client's costs no ring at all.
   weft::Chan<Line> out(std::max<std::size_t>(2, opts.out_queue_bytes / kLineOverhead));
-  weft::Task<void> writer = weft::spawn(weft::FiberOptions{.name = "chat-writer"}, [conn, out] {
-    const auto taken = [&](const Line& l) {
-      conn->queued_bytes.fetch_sub(line_cost(*l), std::memory_order_relaxed);
-    };
-    for (;;) {
-      std::optional<Line> first = out.recv();
-      if (!first) return;  // closed by the hub: everything queued has been written
-      taken(*first);
-      // Whatever else is queued goes out in the same write: one syscall per wake-up, not per
-      // line, so a reading client keeps up with bursts. A lone line is written from the shared
-      // copy; a batch is built for this write only, so an idle writer holds no buffer.
-      std::optional<Line> next = out.try_recv();
-      absl::Status written;
-      if (!next) {
-        written = conn->stream.write_all(**first);
-      } else {
-        std::string batch = **first;
-        first.reset();
-        do {
-          taken(*next);
-          batch += **next;
-          next.reset();
-        } while (batch.size() < 64 * 1024 && (next = out.try_recv()));
-        written = conn->stream.write_all(batch);
-      }
-      if (!written.ok()) {
-        conn->kill();  // the reader leaves too
-        return;
-      }
-    }
-  });
+  // Closed when the writer ends, so that a leaving reader can wait for it with a bound.
+  weft::Chan<int> writer_done;
+  weft::Task<void> writer =
+      weft::spawn(weft::FiberOptions{.name = "chat-writer"}, [conn, out, writer_done, &opts] {
+        struct Done {
+          weft::Chan<int> c;
+          ~Done() { c.close(); }
+        } done{writer_done};
+        // Every write bounded by the write timeout; the queue's bound (the hard limit) is the
+        // hub's.
+        examples::WriteBounds writes(opts.write_timeout, opts.out_queue_bytes,
+                                     opts.out_queue_bytes);
+        // A kill() from the hub or the reader ends the write even if `writes` just moved the
+        // deadline.
+        const auto alive = [&] { return !conn->killed.load(); };
+        const auto taken = [&](const Line& l) {
+          conn->queued_bytes.fetch_sub(line_cost(*l), std::memory_order_relaxed);
+        };
+        for (;;) {
+          std::optional<Line> first = out.recv();
+          if (!first) return;  // closed by the hub: everything queued has been written
+          taken(*first);
+          // Whatever else is queued goes out in the same write: one syscall per wake-up, not per
+          // line, so a reading client keeps up with bursts. A lone line is written from the shared
+          // copy; a batch is built for this write only, so an idle writer holds no buffer.
+          std::optional<Line> next = out.try_recv();
+          absl::Status written;
+          if (!next) {
+            written = writes.write_all(conn->stream, **first, alive);
+          } else {
+            std::string batch = **first;
+            first.reset();
+            do {
+              taken(*next);
+              batch += **next;
+              next.reset();
+            } while (batch.size() < 64 * 1024 && (next = out.try_recv()));
+            written = writes.write_all(conn->stream, batch, alive);
+          }
+          if (!written.ok()) {
+            conn->kill();  // the reader leaves too
+            return;
+          }
+        }
+      });
   events.send(Join{id, conn, out});
 
   LineFramer framer(opts.max_line);
@@ -417,8 +432,12 @@ void client_main(weft::net::TcpStream stream, std::uint64_t id, const weft::Chan
   }
   events.send(std::move(leave));
   // The hub closes `out` on the Leave (or has dropped us); give the writer a bounded time to
-  // flush the last lines, then wait for it.
-  conn->stream.set_write_deadline(Clock::now() + opts.flush_timeout);
+  // flush the last lines, then end its write (the writer moves its own write deadline, so the
+  // bound is kept here, not as a deadline) and wait for it.
+  bool flushed = false;
+  weft::select(weft::case_recv(writer_done, [&] { flushed = true; }),
+               weft::case_timeout(opts.flush_timeout));
+  if (!flushed) conn->kill();
   writer.join();
   if (!hung_up) examples::linger_close(conn->stream);
 }

@@ -14,6 +14,13 @@
 // empty lines, so a client can send one now and then to stay); at most max_conns clients at once,
 // past that a client is told the server is full and closed. Each is said to the client in a line
 // starting with "! " before the close.
+//
+// Against clients that do not read (examples/common/write_bounds.hpp): out_queue_bytes is the
+// hard limit of a client's output (past it the client is dropped, above), and a client whose
+// writer gets none of its bytes taken for write_timeout is dropped too, so a member that never
+// reads is gone within write_timeout even in a quiet room, and no writer stays blocked for good.
+// The budget's soft limit has no use here: a client's queue is filled by the others' lines, so
+// not reading it would not slow its growth.
 #pragma once
 
 #include <chrono>
@@ -46,6 +53,8 @@ struct ServerOptions {
   std::chrono::milliseconds idle_timeout = std::chrono::hours(1);
   // Clients served at once (lowered to fit the fd limit; 0: as many as it allows).
   std::size_t max_conns = 10000;
+  // A client that takes none of the bytes written to it for this long is dropped; zero: never.
+  std::chrono::milliseconds write_timeout = std::chrono::seconds(30);
 };
 
 // Serves chat clients on `listener` (needs a fiber) through weft::net::Server until `stop`

@@ -2,7 +2,7 @@
 //
 //   chat_server --listen=127.0.0.1:7070 [--workers=N] [--max_line=4096]
 //               [--out_queue_bytes=262144] [--line_timeout=30s] [--idle_timeout=1h]
-//               [--max_conns=10000] [--flush_timeout=2s]
+//               [--max_conns=10000] [--flush_timeout=2s] [--write_timeout=30s]
 //               [--drain_grace=1s]
 //   nc 127.0.0.1 7070
 //
@@ -18,6 +18,9 @@
 // an empty one too, which the room ignores: a keep-alive); past --max_conns clients at once a
 // newcomer is told "! the server is full (N clients); try again later" and closed. --max_conns
 // is lowered to fit the fd limit, keeping fds to refuse with (examples/common/connection_cap.hpp).
+// A client that takes none of the bytes written to it for --write_timeout is dropped
+// (examples/common/write_bounds.hpp), so one that never reads is gone even in a quiet room;
+// --out_queue_bytes is its output's hard limit.
 // Each drop is said to the client in a "! ..." line (if it can be written within --flush_timeout
 // of the leave), and to the room as "* NICK left (why)".
 // Prints "listening on HOST:PORT" once ready; SIGINT/SIGTERM drain it (weft::net::Server): it stops
@@ -58,6 +61,10 @@ ABSL_FLAG(std::size_t, max_conns, chat::ServerOptions{}.max_conns,
           "clients served at once; past it a client is told the server is full (lowered to fit "
           "the fd limit; 0: as many as it allows)");
 
+ABSL_FLAG(absl::Duration, write_timeout, absl::FromChrono(chat::ServerOptions{}.write_timeout),
+          "drop a client that takes none of the bytes written to it for this long (one that "
+          "never reads; 0: never)");
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("line-based chat server on weft (try: nc HOST PORT)");
   absl::ParseCommandLine(argc, argv);
@@ -71,6 +78,7 @@ int main(int argc, char** argv) {
   opts.idle_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_idle_timeout));
   opts.max_conns = absl::GetFlag(FLAGS_max_conns);
   opts.flush_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_flush_timeout));
+  opts.write_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_write_timeout));
   weft::Options run_opts;
   run_opts.workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)));
   int rc = 0;

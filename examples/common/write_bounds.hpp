@@ -18,6 +18,11 @@
 //                  larger than `soft` is still written whole; `hard` bounds what one connection
 //                  can pin (a huge reply; a queue that others fill, as chat's broadcasts do).
 //
+// A write that times out also sets SO_LINGER to zero on the stream, so the close that follows
+// discards the unsent backlog with a reset: otherwise the kernel keeps it (megabytes of send
+// buffer on loopback), with the FIN queued behind it, for a peer that will not read it, and that
+// peer never learns it was closed.
+//
 // Why chunks and not one deadline per write: write_all reports a passed deadline, not how much
 // it wrote, so a deadline that fires early cannot be retried; a deadline per chunk keeps the
 // bound about progress (the peer took the last chunk) rather than about the whole reply.
@@ -47,6 +52,7 @@
 #pragma once
 
 #include <absl/status/status.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
@@ -98,7 +104,13 @@ class WriteBounds {
       if (arm(s) && !go_on()) {
         return absl::CancelledError("write ended: the connection is being closed");
       }
-      if (absl::Status st = s.write_all(chunk); !st.ok()) return st;
+      if (absl::Status st = s.write_all(chunk); !st.ok()) {
+        if (st.code() == absl::StatusCode::kDeadlineExceeded && go_on()) {
+          const linger reset{1, 0};  // timed out: the close resets (see above)
+          setsockopt(s.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+        }
+        return st;
+      }
       data.remove_prefix(chunk.size());
     } while (!data.empty());
     return absl::OkStatus();

@@ -5,6 +5,7 @@
 //   resp_server --listen=127.0.0.1:6379 [--workers=N] [--proto_max_bulk_len=536870912]
 //               [--client_query_buffer_limit=1073741824] [--max_multibulk_len=1048576]
 //               [--timeout=300s] [--command_timeout=30s] [--maxclients=10000] [--drain_grace=1s]
+//               [--write_timeout=30s] [--output_soft_limit=16384] [--output_hard_limit=33554432]
 //   redis-cli -p 6379 set k v EX 10
 //   redis-benchmark -p 6379 -t ping,set,get,incr,mset -n 100000 -c 50 -P 16 -q
 //
@@ -16,9 +17,14 @@
 // --command_timeout of its first byte (a client trickling one, slowloris, gets "-ERR command not
 // complete within ..." and a close); past --maxclients connections at once a client gets Redis's
 // "-ERR max number of clients reached" and a close. --maxclients is lowered to fit the fd limit,
-// keeping fds to refuse with (examples/common/connection_cap.hpp). Prints "listening on
-// HOST:PORT" once ready; SIGINT/SIGTERM drain it (weft::net::Server): it stops accepting, ends the
-// connections (cancelled after --drain_grace if still busy) and exits.
+// keeping fds to refuse with (examples/common/connection_cap.hpp). Clients that do not read
+// (examples/common/write_bounds.hpp): once --output_soft_limit bytes of replies are pending, the
+// connection stops parsing and reading and writes them first; a client that takes none of its
+// replies for --write_timeout is closed; a reply that takes the pending bytes past
+// --output_hard_limit (a GET of a bigger value, a huge MGET) is replaced by "-ERR reply of N bytes
+// is over the output buffer limit ..." and a close (Redis's client-output-buffer-limit). Prints
+// "listening on HOST:PORT" once ready; SIGINT/SIGTERM drain it (weft::net::Server): it stops
+// accepting, ends the connections (cancelled after --drain_grace if still busy) and exits.
 #include <absl/flags/flag.h>
 #include <absl/flags/parse.h>
 #include <absl/flags/usage.h>
@@ -53,6 +59,16 @@ ABSL_FLAG(std::size_t, maxclients, resp::ServerOptions{}.maxclients,
           "connections served at once; past it '-ERR max number of clients reached' (Redis's "
           "maxclients; lowered to fit the fd limit; 0: as many as it allows)");
 
+ABSL_FLAG(absl::Duration, write_timeout, absl::FromChrono(resp::ServerOptions{}.write_timeout),
+          "close a client that takes none of its replies for this long (one that pipelines and "
+          "never reads; 0: never)");
+ABSL_FLAG(std::size_t, output_soft_limit, resp::ServerOptions{}.output_soft_limit,
+          "bytes of replies pending after which a client's commands are not read or parsed until "
+          "the replies are written");
+ABSL_FLAG(std::size_t, output_hard_limit, resp::ServerOptions{}.output_hard_limit,
+          "bytes of replies pending (the newest included) past which the client gets an error "
+          "instead of the reply and is closed (Redis's client-output-buffer-limit; 0: no limit)");
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Redis-protocol (RESP2) key-value server on weft");
   absl::ParseCommandLine(argc, argv);
@@ -66,6 +82,9 @@ int main(int argc, char** argv) {
   opts.timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_timeout));
   opts.command_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_command_timeout));
   opts.maxclients = absl::GetFlag(FLAGS_maxclients);
+  opts.write_timeout = absl::ToChronoMilliseconds(absl::GetFlag(FLAGS_write_timeout));
+  opts.output_soft_limit = absl::GetFlag(FLAGS_output_soft_limit);
+  opts.output_hard_limit = absl::GetFlag(FLAGS_output_hard_limit);
   weft::Options run_opts;
   run_opts.workers = static_cast<unsigned>(std::max(0, absl::GetFlag(FLAGS_workers)));
   int rc = 0;

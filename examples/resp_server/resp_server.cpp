@@ -15,6 +15,7 @@
 #include "common/connection_cap.hpp"
 #include "common/linger_close.hpp"
 #include "common/read_timeouts.hpp"
+#include "common/write_bounds.hpp"
 #include "resp_commands.hpp"
 
 namespace resp {
@@ -25,7 +26,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kInitialBuffer = 16 * 1024;  // as Redis's PROTO_IOBUF_LEN
 constexpr std::size_t kMaxReadChunk = 4 << 20;     // at most this much room per read
-constexpr std::size_t kFlushAt = 64 * 1024;        // write replies early past this
 constexpr int kCommandsPerSlice = 1024;            // then yield the worker
 
 // The connection's input: bytes [begin_, end_) of data_ are unparsed.
@@ -78,6 +78,9 @@ void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts
   // and must be complete within opts.command_timeout of its first byte.
   examples::ReadTimeouts timeouts(opts.timeout, opts.command_timeout);
   timeouts.wait_for_request();
+  // Every write goes through `writes` (the write timeout); its soft limit is when replies are
+  // written before more commands are parsed, its hard limit what one reply may take.
+  examples::WriteBounds writes(opts.write_timeout, opts.output_soft_limit, opts.output_hard_limit);
   for (;;) {
     const std::size_t want =
         std::clamp<std::size_t>(parser.bytes_wanted(), kInitialBuffer / 2, kMaxReadChunk);
@@ -90,7 +93,7 @@ void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts
         append_error(&out, "ERR command not complete within " +
                                absl::FormatDuration(absl::FromChrono(opts.command_timeout)) +
                                " of its first byte (the server's command_timeout); closing");
-        if (s.write_all(out).ok()) examples::linger_close(s);
+        if (writes.write_all(s, out).ok()) examples::linger_close(s);
       }
       return;  // idle past opts.timeout: closed quietly, as Redis does
     }
@@ -102,15 +105,28 @@ void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts
       const Parser::Result r = parser.parse(in.view());
       if (r == Parser::Result::kCommand) {
         timeouts.request_done();
+        const std::size_t before = out.size();
         execute(store, parser.args(), session, &out);
+        if (writes.over_hard(out.size())) {
+          const std::size_t reply = out.size() - before;
+          out.resize(before);  // the replies before it still go out
+          append_error(&out, "ERR reply of " + std::to_string(reply) +
+                                 " bytes is over the output buffer limit (" +
+                                 std::to_string(writes.hard()) +
+                                 " bytes with what is pending, the server's "
+                                 "output_hard_limit); closing");
+          if (writes.write_all(s, out).ok()) examples::linger_close(s);
+          return;
+        }
       } else if (r == Parser::Result::kError) {
         append_error(&out, "ERR Protocol error: " + parser.error());
         protocol_error = true;
       }
       in.drop(parser.consumed());
       if (r != Parser::Result::kCommand || session.close_after) break;
-      if (out.size() >= kFlushAt || ++slice == kCommandsPerSlice) {
-        if (!out.empty() && !s.write_all(out).ok()) return;
+      // Past the soft limit, nothing more is parsed (or read) until the replies are written.
+      if (writes.flush_now(out.size()) || ++slice == kCommandsPerSlice) {
+        if (!out.empty() && !writes.write_all(s, out).ok()) return;
         out.clear();
         if (slice == kCommandsPerSlice) {
           slice = 0;
@@ -119,9 +135,10 @@ void serve_conn(weft::net::TcpStream& s, Store& store, const ServerOptions& opts
       }
     }
     if (!out.empty()) {
-      if (!s.write_all(out).ok()) return;
+      if (!writes.write_all(s, out).ok()) return;
       out.clear();
-      if (out.capacity() > 16 * kFlushAt) std::string().swap(out);
+      // A large reply's buffer is not kept for the small ones that usually follow.
+      if (out.capacity() > 4 * opts.output_soft_limit) std::string().swap(out);
     }
     if (protocol_error || session.close_after) {
       examples::linger_close(s);

@@ -9,6 +9,16 @@
 // such bound; without it a client trickling a command, slowloris, holds its connection forever),
 // else "-ERR command not complete within ..." and a close; past `maxclients` connections at once
 // a client gets Redis's "-ERR max number of clients reached" and a close.
+//
+// Against clients that do not read (examples/common/write_bounds.hpp): a connection writes its
+// own replies, so once output_soft_limit bytes of replies are pending it stops parsing and
+// reading and writes them first (a pipelining client that does not read is not read either); a
+// client that takes none of them for write_timeout is closed (Redis's `timeout` counts such a
+// client as idle); a reply that would take the pending bytes past output_hard_limit (a GET of a
+// value that large, a huge MGET) is replaced by "-ERR reply of N bytes is over the output buffer
+// limit ..." and the connection closed, as Redis's client-output-buffer-limit closes a client
+// (Redis's default for normal clients is no limit; one here bounds what a client that never
+// reads can pin).
 #pragma once
 
 #include <chrono>
@@ -36,6 +46,14 @@ struct ServerOptions {
   // Redis's maxclients: connections served at once (lowered to fit the fd limit; 0: as many as
   // it allows).
   std::size_t maxclients = 10000;
+  // A client that takes none of its replies for this long is closed; zero: never.
+  std::chrono::milliseconds write_timeout = std::chrono::seconds(30);
+  // Pending reply bytes past which a connection stops reading and writes them (Redis's reply
+  // buffer is 16 KiB too).
+  std::size_t output_soft_limit = 16 * 1024;
+  // Pending reply bytes (the newest reply included) past which the client gets an error instead
+  // of that reply and is closed; zero: no limit. High enough for a GET of a 32 MiB value.
+  std::size_t output_hard_limit = 32 << 20;
 };
 
 // Serves RESP clients on `listener` (needs a fiber) through weft::net::Server until `stop`
