@@ -1,6 +1,8 @@
 // Stream sockets: listen/dial/accept for TCP and Unix. Accept never makes its caller spin: on
 // EMFILE/ENFILE (fd exhaustion) it backs off with a growing sleep and retries, reporting once per
 // process on stderr; ECONNABORTED and the network errors accept(2) may pass through are retried.
+// Keep-alive: every dialled and accepted connection gets its own jittered idle time and interval
+// (set_keep_alive below says why one period for all loses idle connections).
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -45,19 +47,71 @@ absl::StatusOr<PollDesc*> register_fd(int fd, const char* what, bool stream = fa
   return pd;
 }
 
-// SO_KEEPALIVE with TCP_KEEPIDLE = TCP_KEEPINTVL = `period` (whole seconds, at least 1), or
-// keep-alive off for a period <= 0. errno on failure.
-int set_keep_alive(int fd, std::chrono::nanoseconds period) {
-  const int on = period > std::chrono::nanoseconds::zero() ? 1 : 0;
-  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0) return errno;
-  if (!on) return 0;
+// Keep-alive that cannot synchronise. The kernel arms a connection's keep-alive timer from its last
+// received segment, and its timer wheel batches timers that are seconds away into buckets of a
+// quarter second (HZ=250; 64 ms at HZ=1000). With one period on every socket, the thousands of
+// idle connections opened in one burst probe in the same instant at both ends, every round: the
+// loopback backlog (net.core.netdev_max_backlog, 1000 packets per CPU) drops the tail of each
+// burst, a dropped probe is retried after the same interval -- into the next burst, at the same
+// place in it -- and after the kernel's probe count the same connections are reset (2,000 idle
+// weft-to-weft connections with a 3 s period and 3 probes lost hundreds; Go's 15 s values lost
+// 10,415 of 14,000 in a soak). So each connection, dialled or accepted, draws its own idle time
+// and its own interval, independently, from `period` +-20% (at least +-1 s; whole seconds, the
+// kernel's unit): connections of one burst spread over several buckets, and a probe dropped in a
+// burst is retried after an interval that differs from the idle time the answered ones re-arm
+// with, so it leaves the burst instead of meeting it again. Both ends of a connection draw
+// separately, so a weft client and a weft server rarely share a phase, and never for long.
+struct KeepAliveTimes {
+  int idle_s;
+  int interval_s;
+};
+
+// Whole seconds of a keep-alive period: rounded up, within the kernel's [1, 32767].
+int keep_alive_seconds(std::chrono::nanoseconds period) {
   const auto secs = std::chrono::ceil<std::chrono::seconds>(period).count();
-  const int s = static_cast<int>(std::clamp<std::int64_t>(secs, 1, 32767));  // the kernel's max
-  if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &s, sizeof s) != 0 ||
-      setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &s, sizeof s) != 0) {
+  return static_cast<int>(std::clamp<std::int64_t>(secs, 1, 32767));
+}
+
+// A cheap per-thread random stream (splitmix64), seeded from the clock and the thread: the jitter
+// needs spread, not secrecy.
+std::uint64_t keep_alive_random() {
+  thread_local std::uint64_t state =
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+      reinterpret_cast<std::uintptr_t>(&state);
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+KeepAliveTimes jittered_keep_alive(int period_s) {
+  const int spread = std::max(1, (period_s + 2) / 5);  // 20%, rounded, at least 1 s
+  const std::uint64_t r = keep_alive_random();
+  const auto draw = [&](std::uint64_t bits) {
+    const int v = period_s - spread + static_cast<int>(bits % (2 * spread + 1));
+    return std::clamp(v, 1, 32767);
+  };
+  return {draw(r & 0xFFFFFFFF), draw(r >> 32)};
+}
+
+// Sets a connection's own jittered TCP_KEEPIDLE and TCP_KEEPINTVL. errno on failure.
+int set_keep_alive_times(int fd, int period_s) {
+  const KeepAliveTimes t = jittered_keep_alive(period_s);
+  if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &t.idle_s, sizeof t.idle_s) != 0 ||
+      setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &t.interval_s, sizeof t.interval_s) != 0) {
     return errno;
   }
   return 0;
+}
+
+// SO_KEEPALIVE with jittered times around `period` (see above), or keep-alive off for a period
+// <= 0. On a listening socket this only sets SO_KEEPALIVE, which Linux copies to every accepted
+// connection; accept() then draws each connection's times. errno on failure.
+int set_keep_alive(int fd, std::chrono::nanoseconds period, bool listening = false) {
+  const int on = period > std::chrono::nanoseconds::zero() ? 1 : 0;
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0) return errno;
+  if (!on || listening) return 0;
+  return set_keep_alive_times(fd, keep_alive_seconds(period));
 }
 
 void set_nodelay(int fd) {
@@ -193,6 +247,10 @@ absl::StatusOr<TcpStream> TcpListener::accept() {
   absl::StatusOr<std::pair<int, PollDesc*>> r = accept_one(lfd, lpd, true, {});
   if (!r.ok()) return r.status();
   TcpStream s(r->first, r->second);
+  // SO_KEEPALIVE came from the listener; the times are this connection's own. Like TCP_NODELAY,
+  // best effort: it cannot fail on an open TCP socket, and a connection already reset reports
+  // that on its first read.
+  if (keep_alive_s_ > 0) set_keep_alive_times(r->first, keep_alive_s_);
   weft::detail::coop_tick();  // an accept flood yields too (the stream owns the fd by now)
   return s;
 }
@@ -242,7 +300,7 @@ absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, const ListenOption
     ::close(fd);
     return detail::errno_error(err, "listen_tcp: setsockopt(SO_REUSEPORT)", fd, addr);
   }
-  if (const int err = set_keep_alive(fd, options.keep_alive); err != 0) {
+  if (const int err = set_keep_alive(fd, options.keep_alive, /*listening=*/true); err != 0) {
     ::close(fd);
     return detail::errno_error(err, "listen_tcp: setsockopt(keep-alive)", fd, addr);
   }
@@ -259,7 +317,10 @@ absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, const ListenOption
   }
   absl::StatusOr<PollDesc*> pd = register_fd(fd, "listen_tcp");
   if (!pd.ok()) return pd.status();
-  return TcpListener(fd, *pd);
+  const int keep_alive_s = options.keep_alive > std::chrono::nanoseconds::zero()
+                               ? keep_alive_seconds(options.keep_alive)
+                               : 0;
+  return TcpListener(fd, *pd, keep_alive_s);
 }
 
 absl::StatusOr<TcpStream> dial_tcp(std::string_view addr, const DialOptions& options) {

@@ -188,8 +188,17 @@ class TcpListener : public Socket {
   using Socket::Socket;
   // Parks until a connection arrives. On EMFILE/ENFILE it backs off and retries (reporting once
   // on stderr) instead of spinning; ECONNABORTED is retried silently. Fails with
-  // kDeadlineExceeded after set_deadline(), kFailedPrecondition once closed.
+  // kDeadlineExceeded after set_deadline(), kFailedPrecondition once closed. Each accepted
+  // connection gets its own jittered keep-alive times (see kDefaultKeepAlive).
   absl::StatusOr<TcpStream> accept();
+
+  // The net layer's own (listen_tcp): keep_alive_s is ListenOptions::keep_alive in whole seconds,
+  // 0 when off.
+  TcpListener(int fd, detail::PollDesc* pd, int keep_alive_s) noexcept
+      : Socket(fd, pd), keep_alive_s_(keep_alive_s) {}
+
+ private:
+  int keep_alive_s_ = 0;  // read-only after construction: accept() may run on several fibers
 };
 
 // A listening Unix-domain socket: accept() plus everything of Socket.
@@ -221,17 +230,21 @@ class UdpSocket : public Socket {
 absl::StatusOr<TcpListener> listen_tcp(std::string_view addr, int backlog = 4096);
 
 // TCP keep-alive, on by default for accepted and dialled connections as in Go (15 s since Go
-// 1.13): after this long without traffic the kernel probes the peer, again every this long, and
-// a peer that misses 9 probes in a row (the kernel's count) ends the connection, so a read
-// blocked on a peer that vanished (power loss, a dropped NAT entry) fails instead of parking its
-// fiber forever. Rounded up to whole seconds. Zero or negative: keep-alive off.
+// 1.13): after about this long without traffic the kernel probes the peer, again about every this
+// long, and a peer that misses 9 probes in a row (the kernel's count) ends the connection, so a
+// read blocked on a peer that vanished (power loss, a dropped NAT entry) fails instead of parking
+// its fiber forever. Rounded up to whole seconds. "About": each connection draws its own idle time
+// and interval from the period +-20% (at least +-1 s), so that thousands of idle connections --
+// both ends of weft-to-weft ones included -- never probe in one synchronised burst, whose tail the
+// kernel drops round after round until those connections are reset. Zero or negative: off.
 inline constexpr std::chrono::seconds kDefaultKeepAlive{15};
 
 // listen_tcp with more control (an addition to the core API).
 struct ListenOptions {
   int backlog = 4096;
-  // Keep-alive of the connections accepted from this listener (set on the listening socket,
-  // whose options Linux copies to every accepted one: no extra system call per accept).
+  // Keep-alive of the connections accepted from this listener (SO_KEEPALIVE is set on the
+  // listening socket, which Linux copies to every accepted one; accept() sets each connection's
+  // jittered times: two system calls).
   std::chrono::nanoseconds keep_alive = kDefaultKeepAlive;
   // SO_REUSEPORT: several listeners -- in this process or in others of the same user -- bind
   // the same address, and the kernel spreads incoming connections over them by a hash of the
