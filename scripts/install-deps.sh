@@ -3,7 +3,8 @@
 # Build: g++, cmake, Boost.Context + Boost (Lockfree), abseil, GoogleTest, Google Benchmark.
 # Benchmarks: Go 1.19 and Boost.Fiber (the peers), wrk (HTTP load), linux-perf (profiling).
 # TLS: libssl-dev (OpenSSL 3, weft::tls); openssl and curl (the TLS tests' real peers).
-# Examples: libhttp-parser-dev (http_server). Tools: clang-format.
+# Examples: nginx-light (the reference of tests/http_framing_diff.py; never left running as a
+# service). Tools: clang-format.
 # Services: redis-tools (redis-cli and redis-benchmark, which resp_server's CI test runs),
 # redis-server (the side-by-side figure of tools/services_bench.sh; never left running as a
 # service). Fuzzing: clang + libclang-rt-14-dev (libFuzzer, tools/fuzz/run.sh).
@@ -12,7 +13,7 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config libboost-context-dev libboost-dev libabsl-dev
           libgtest-dev libgmock-dev libbenchmark-dev libboost-fiber-dev golang-go linux-perf
-          clang-format libhttp-parser-dev wrk libssl-dev openssl curl ca-certificates
+          clang-format nginx-light wrk libssl-dev openssl curl ca-certificates
           redis-tools redis-server clang libclang-rt-14-dev gdb liblz4-dev liburing-dev)
 missing=()
 for p in "${packages[@]}"; do
@@ -27,6 +28,9 @@ if ((${#missing[@]})); then
   # Debian starts redis-server as a system service where it can; the bench starts its own.
   if [[ " ${missing[*]} " == *" redis-server "* ]]; then
     "${sudo_cmd[@]}" service redis-server stop >/dev/null 2>&1 || true
+  fi
+  if [[ " ${missing[*]} " == *" nginx-light "* ]]; then
+    "${sudo_cmd[@]}" service nginx stop >/dev/null 2>&1 || true
   fi
 else
   echo "install-deps: everything is installed"

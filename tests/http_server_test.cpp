@@ -6,13 +6,20 @@
 // is 405. GET /metrics answers Prometheus text (Content-Type text/plain; version=0.0.4) that the
 // strict parser of prom_text.hpp accepts, and promtool too where it is installed. HTTPS: curl
 // fetches over TLS; the connection cap and the header timeout hold over TLS as well (the other
-// hostile-client tests are tests/hardening_test.cpp).
+// hostile-client tests are tests/hardening_test.cpp). Strict framing (issue 39): each malformed
+// request of the issue (whitespace before a colon, chunk data not ended by CRLF, a missing or
+// second Host, an HTTP version other than 1.0/1.1, a 100 KB URI, TE obfuscations) gets exactly one
+// response with its status and then the close; Upgrade and CONNECT get one response and the
+// close, never a second "400". Clients that pipeline and never read are closed by the write
+// timeout, plain and TLS, while another client is served (tests/http_framing_diff.py compares
+// the framing with nginx's).
 #include <gtest/gtest.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <weft/weft.hpp>
@@ -130,6 +137,146 @@ TEST_F(HttpServerTest, MetricsArePrometheusText) {
   if (const auto checked = weft_test::prom::promtool_check(body)) {
     EXPECT_EQ(checked->status, 0) << checked->output << "\n" << body;
   }
+}
+
+// Sends `request`, half-closes, and reads everything until the server closes (or kIoBound).
+std::string exchange_to_close(const std::string& addr, const std::string& request) {
+  std::string got;
+  weft::run(
+      [&] {
+        weft::net::TcpStream c = must(weft::net::dial_tcp(addr, kIoBound), "dial");
+        c.set_deadline(in(kIoBound));
+        (void)c.write_all(request);  // the server may close before it has read it all
+        (void)c.shutdown_write();
+        char buf[4096];
+        for (;;) {
+          absl::StatusOr<std::size_t> n = c.read(buf, sizeof buf);
+          if (!n.ok() || *n == 0) return;
+          got.append(buf, *n);
+        }
+      },
+      with_workers(1));
+  return got;
+}
+
+struct FramingCase {
+  const char* name;
+  std::string request;
+  const char* status_line;  // of the one response
+};
+
+void PrintTo(const FramingCase& c, std::ostream* os) { *os << c.name; }
+
+class HttpFramingTest : public testing::TestWithParam<FramingCase> {};
+
+// One response, the expected one, with "Connection: close", and then the end of the stream.
+TEST_P(HttpFramingTest, OneResponseThenClose) {
+  ChildServer server{WEFT_HTTP_SERVER};
+  ASSERT_EQ(server.start(), "");
+  const std::string r = exchange_to_close(server.addr(), GetParam().request);
+  EXPECT_EQ(r.rfind(GetParam().status_line, 0), 0u) << r;
+  EXPECT_EQ(count_occurrences(r, "\r\nServer: weft\r\n"), 1u) << "exactly one response: " << r;
+  EXPECT_NE(r.find("\r\nConnection: close\r\n"), std::string::npos) << r;
+  // Still serving.
+  const std::string ok = exchange_to_close(server.addr(), "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(ok.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << ok;
+}
+
+const std::string kGet = "GET / HTTP/1.1\r\nHost: t\r\n\r\n";
+const std::string kPost = "POST / HTTP/1.1\r\nHost: t\r\n";
+
+INSTANTIATE_TEST_SUITE_P(
+    Issue39, HttpFramingTest,
+    testing::Values(
+        FramingCase{"SpaceBeforeColonTE",
+                    kPost + "Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n" + kGet,
+                    "HTTP/1.1 400 Bad Request\r\n"},
+        FramingCase{"SpaceBeforeColonCL", kPost + "Content-Length : 5\r\n\r\nhello" + kGet,
+                    "HTTP/1.1 400 Bad Request\r\n"},
+        FramingCase{"ChunkDataWithoutCRLF",
+                    kPost + "Transfer-Encoding: chunked\r\n\r\n3\r\nabcXY0\r\n\r\n" + kGet,
+                    "HTTP/1.1 400 Bad Request\r\n"},
+        FramingCase{"MissingHost", "GET / HTTP/1.1\r\n\r\n" + kGet, "HTTP/1.1 400 Bad Request\r\n"},
+        FramingCase{"DuplicateHost", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n" + kGet,
+                    "HTTP/1.1 400 Bad Request\r\n"},
+        FramingCase{"Http20", "GET / HTTP/2.0\r\nHost: t\r\n\r\n",
+                    "HTTP/1.1 505 HTTP Version Not Supported\r\n"},
+        FramingCase{"Http99", "GET / HTTP/9.9\r\nHost: t\r\n\r\n",
+                    "HTTP/1.1 505 HTTP Version Not Supported\r\n"},
+        FramingCase{"LongUri", "GET /" + std::string(100000, 'a') + " HTTP/1.1\r\nHost: t\r\n\r\n",
+                    "HTTP/1.1 414 URI Too Long\r\n"},
+        FramingCase{"TEXchunked", kPost + "Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n",
+                    "HTTP/1.1 400 Bad Request\r\n"},
+        FramingCase{"TEChunkedIdentity",
+                    kPost + "Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n",
+                    "HTTP/1.1 400 Bad Request\r\n"},
+        FramingCase{"CLAndTE",
+                    kPost + "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                    "HTTP/1.1 400 Bad Request\r\n"},
+        FramingCase{"BareLF", "GET / HTTP/1.1\nHost: t\n\n", "HTTP/1.1 400 Bad Request\r\n"},
+        FramingCase{"ObsFold", "GET / HTTP/1.1\r\nHost: t\r\nX: a\r\n b\r\n\r\n",
+                    "HTTP/1.1 400 Bad Request\r\n"},
+        // An Upgrade is ignored (RFC 9110 7.8): one 200, then the close, whatever follows.
+        FramingCase{
+            "UpgradeWebsocket",
+            "GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+            "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n" +
+                kGet,
+            "HTTP/1.1 200 OK\r\n"},
+        FramingCase{"UpgradeH2c",
+                    "GET / HTTP/1.1\r\nHost: t\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                    "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n" +
+                        kGet,
+                    "HTTP/1.1 200 OK\r\n"},
+        FramingCase{"Connect", "CONNECT t:443 HTTP/1.1\r\nHost: t:443\r\n\r\n" + kGet,
+                    "HTTP/1.1 405 Method Not Allowed\r\n"}),
+    [](const testing::TestParamInfo<FramingCase>& i) { return std::string(i.param.name); });
+
+// --write_timeout: clients that pipeline GET /metrics and never read are closed by the server
+// (its fd count comes back down while they still hold their sockets), and a normal client is
+// served meanwhile. `Dial` makes a client stream (TCP or TLS).
+template <class Dial>
+void never_reading_clients_are_closed(ChildServer& server, Dial dial) {
+  const long base_fds = server.open_fds();
+  constexpr int kClients = 20;
+  std::string pipeline;
+  for (int i = 0; i < 2000; ++i) pipeline += "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n";
+  weft::run(
+      [&] {
+        std::vector<decltype(dial())> hogs;
+        for (int i = 0; i < kClients; ++i) {
+          hogs.push_back(dial());
+          hogs.back().set_write_deadline(in(std::chrono::seconds(2)));
+          (void)hogs.back().write_all(pipeline);  // may block once the server stops reading
+        }
+        // A normal client is served while they are held.
+        auto c = dial();
+        c.set_deadline(in(kIoBound));
+        must_ok(c.write_all("GET / HTTP/1.1\r\nHost: t\r\n\r\n"), "write");
+        std::string got;
+        char buf[4096];
+        while (!got.ends_with("Hello, World!"))
+          got.append(buf, must(c.read(buf, sizeof buf), "read"));
+        // The server closes every hog: its fd count comes back to its base (+1: `c`).
+        const auto give_up = Clock::now() + kIoBound;
+        while (server.open_fds() > base_fds + 1 && Clock::now() < give_up) {
+          weft::this_fiber::sleep_for(std::chrono::milliseconds(50));
+        }
+        EXPECT_LE(server.open_fds(), base_fds + 1) << "never-reading clients still held";
+        // The normal client is still served.
+        must_ok(c.write_all("GET / HTTP/1.1\r\nHost: t\r\n\r\n"), "write");
+        got.clear();
+        while (!got.ends_with("Hello, World!"))
+          got.append(buf, must(c.read(buf, sizeof buf), "read"));
+      },
+      with_workers(1));
+}
+
+TEST(HttpServerWriteTimeout, NeverReadingClientsAreClosedWhileOthersAreServed) {
+  ChildServer server{WEFT_HTTP_SERVER};
+  ASSERT_EQ(server.start("--write_timeout=1s"), "");
+  never_reading_clients_are_closed(
+      server, [&] { return must(weft::net::dial_tcp(server.addr(), kIoBound), "dial"); });
 }
 
 // HTTPS: http_server --tls-cert=FILE --tls-key=FILE, fetched with curl --cacert (a real client,
@@ -257,6 +404,25 @@ TEST(HttpsServerTest, ConnectionCapAndHeaderTimeoutApplyOverTls) {
   int exit_status = -1;
   server.terminate(&exit_status);
   EXPECT_EQ(exit_status, 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(HttpsServerTest, NeverReadingClientsAreClosedByTheWriteTimeout) {
+  int st = -1;
+  std::string made;
+  const std::string dir = make_certificate(&st, &made);
+  ASSERT_EQ(st, 0) << made;
+  ChildServer server{WEFT_HTTP_SERVER};
+  ASSERT_EQ(server.start({"--tls-cert=" + dir + "/cert.pem", "--tls-key=" + dir + "/key.pem",
+                          "--write_timeout=1s"}),
+            "");
+  weft::tls::ClientConfig cfg;
+  cfg.ca_file = dir + "/cert.pem";
+  std::optional<weft::tls::ClientContext> ctx;
+  weft::run([&] { ctx.emplace(must(weft::tls::ClientContext::create(cfg), "ctx")); },
+            with_workers(1));
+  never_reading_clients_are_closed(
+      server, [&] { return must(weft::tls::dial(server.addr(), *ctx), "dial"); });
   std::filesystem::remove_all(dir);
 }
 
