@@ -474,6 +474,78 @@ TEST(TlsFaults, APeerThatStallsMidHandshakeIsBoundedByTheTimeout) {
   });
 }
 
+// A client that connects and says nothing costs no TLS state: accept() waits for its first bytes
+// before it makes an SSL object, and the handshake timeout ends that wait.
+TEST(TlsFaults, ASilentClientIsDroppedBeforeAnyTlsStateAtTheHandshakeTimeout) {
+  weft::run([] {
+    tls::ServerConfig scfg;
+    scfg.certificates = {{certs().path("server.pem"), certs().path("server.key")}};
+    scfg.handshake_timeout = std::chrono::milliseconds(200);
+    const tls::ServerContext sctx = must(tls::ServerContext::create(scfg), "server ctx");
+    net::TcpListener l = bounded_listener();
+    absl::Status server_status;
+    weft::Task<void> server =
+        serve_one(l, sctx, [&](absl::StatusOr<tls::TlsStream> s) { server_status = s.status(); });
+    net::TcpStream raw = must(net::dial_tcp(l.local_addr(), kIoBound), "dial");
+    server.join();
+    EXPECT_EQ(server_status.code(), absl::StatusCode::kDeadlineExceeded) << server_status;
+    EXPECT_TRUE(contains_ci(text(server_status), "waiting for the ClientHello")) << server_status;
+  });
+}
+
+// A ClientHello that arrives one byte at a time (a relay between client and server cuts the
+// client's first 2 KiB into single-byte writes) still completes the handshake: the wait for the
+// first bytes ends at the first byte, and OpenSSL assembles the rest.
+TEST_P(TlsTest, AClientHelloThatArrivesInPiecesCompletesTheHandshake) {
+  weft::run(
+      [] {
+        net::TcpListener l = bounded_listener();
+        weft::Task<void> server = serve_one(l, server_ctx(), echo);
+        net::TcpListener relay_l = bounded_listener();
+        weft::Task<void> relay = weft::spawn([&] {
+          net::TcpStream from = must(relay_l.accept(), "relay accept");
+          net::TcpStream to = must(net::dial_tcp(l.local_addr(), kIoBound), "relay dial");
+          from.set_deadline(in(kIoBound));
+          to.set_deadline(in(kIoBound));
+          weft::Task<void> down = weft::spawn([&] {
+            char buf[4096];
+            for (;;) {
+              absl::StatusOr<std::size_t> n = to.read(buf, sizeof buf);
+              if (!n.ok() || *n == 0 || !from.write_all(buf, *n).ok()) break;
+            }
+            (void)from.shutdown_write();
+          });
+          char buf[4096];
+          std::size_t sent = 0;
+          for (;;) {
+            absl::StatusOr<std::size_t> n = from.read(buf, sizeof buf);
+            if (!n.ok() || *n == 0) break;
+            for (std::size_t i = 0; i < *n; ++i, ++sent) {
+              if (sent >= 2048) {
+                must_ok(to.write_all(buf + i, *n - i), "relay write");
+                sent += *n - i;
+                break;
+              }
+              must_ok(to.write_all(buf + i, 1), "relay write");
+              weft::this_fiber::sleep_for(std::chrono::microseconds(200));
+            }
+          }
+          (void)to.shutdown_write();
+          down.join();
+        });
+        net::TcpStream tcp = must(net::dial_tcp(relay_l.local_addr(), kIoBound), "dial");
+        tcp.set_deadline(in(kIoBound));
+        tls::TlsStream c = must(tls::connect(std::move(tcp), client_ctx(), "localhost"), "connect");
+        const std::string msg = pattern(2, 5000);
+        must_ok(c.write_all(msg), "write_all");
+        must_ok(c.shutdown(), "shutdown");
+        EXPECT_EQ(must(read_to_eof(c), "read_to_eof"), msg);
+        server.join();
+        relay.join();
+      },
+      with_workers(workers()));
+}
+
 TEST(TlsFaults, APlainTextClientOnTheTlsPortIsToldOff) {
   weft::run([] {
     net::TcpListener l = bounded_listener();

@@ -3,13 +3,20 @@
 // socket's deadlines, context and close. A step takes the connection's lock, clears the thread's
 // OpenSSL error queue, makes one SSL call, and turns a failure into a Status before it unlocks
 // (tls_state.hpp says why). Handshakes add their own timeout as the drive's bound.
+//
+// Memory before the handshake: accept() allocates no TLS state until the client's first bytes
+// arrive -- a silent connection is a TCP stream and a parked fiber (whose stack hibernates), as
+// a plain one is -- and a handshake parked waiting for the client gives back OpenSSL's record
+// buffers and the pages its key exchange and signature used on the fiber's stack.
 #include <absl/strings/str_cat.h>
 #include <arpa/inet.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <sys/socket.h>
 
+#include <cerrno>
 #include <mutex>
 #include <string>
 
@@ -81,14 +88,29 @@ absl::StatusOr<std::unique_ptr<Conn>> new_conn(net::TcpStream tcp, SSL_CTX* ctx,
   return c;
 }
 
-absl::Status handshake(Conn& c, std::chrono::nanoseconds timeout, const char* what) {
-  const net::TimePoint until = timeout > std::chrono::nanoseconds::zero()
-                                   ? std::chrono::steady_clock::now() + timeout
-                                   : net::TimePoint::max();
+// The bound of a handshake that starts now: its timeout, or none.
+net::TimePoint handshake_bound(std::chrono::nanoseconds timeout) {
+  return timeout > std::chrono::nanoseconds::zero() ? std::chrono::steady_clock::now() + timeout
+                                                    : net::TimePoint::max();
+}
+
+absl::Status handshake(Conn& c, net::TimePoint until, const char* what) {
   absl::Status err;
   absl::Status st = c.tcp.drive_nonblocking(
       what, true,
-      [&](int fd) { return ssl_step(c, fd, what, err, [&] { return SSL_do_handshake(c.ssl); }); },
+      [&](int fd) {
+        const Want want = ssl_step(c, fd, what, err, [&] {
+          const int r = SSL_do_handshake(c.ssl);
+          // About to wait for the peer's next flight: give back the record buffers (as read()
+          // does; SSL_MODE_RELEASE_BUFFERS alone keeps the read buffer while a read waits).
+          if (r != 1 && SSL_get_error(c.ssl, r) == SSL_ERROR_WANT_READ) SSL_free_buffers(c.ssl);
+          return r;
+        });
+        // The step that parses a flight and answers it runs the key exchange and the signature
+        // deep on this stack; a handshake stalled by its peer need not keep those pages.
+        if (want == Want::kRead) weft::detail::release_stack_below_frame();
+        return want;
+      },
       until);
   if (!st.ok()) {
     return absl::Status(st.code(), absl::StrCat(st.message(), " (peer ", c.peer, ")"));
@@ -97,6 +119,27 @@ absl::Status handshake(Conn& c, std::chrono::nanoseconds timeout, const char* wh
   // keep those pages (a few KiB each of thousands of connections).
   if (err.ok()) weft::detail::release_stack_below_frame();
   return err;
+}
+
+// Parks, holding no TLS state, until the client's first bytes arrive (or its end of stream, or
+// an error, which the handshake's first read then reports), within `until` and the stream's
+// deadlines and context.
+absl::Status await_client_hello(net::TcpStream& tcp, net::TimePoint until) {
+  absl::Status st = tcp.drive_nonblocking(
+      "tls handshake", false,
+      [](int fd) {
+        char b;
+        if (::recv(fd, &b, 1, MSG_PEEK) < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          return Want::kRead;
+        }
+        return Want::kDone;
+      },
+      until);
+  if (!st.ok()) {
+    return absl::Status(st.code(), absl::StrCat(st.message(), " waiting for the ClientHello (peer ",
+                                                tcp.peer_addr(), ")"));
+  }
+  return st;
 }
 
 bool is_ip_literal(const std::string& host) {
@@ -124,12 +167,16 @@ TlsStream::~TlsStream() = default;
 
 absl::StatusOr<TlsStream> accept(net::TcpStream tcp, const ServerContext& ctx) {
   const detail::ServerState& st = *ctx.state_;
+  const net::TimePoint until = handshake_bound(st.handshake_timeout);
+  if (!tcp.is_open())
+    return absl::FailedPreconditionError("tls handshake: the TCP stream is closed");
+  if (absl::Status s = await_client_hello(tcp, until); !s.ok()) return s;
   absl::StatusOr<std::unique_ptr<Conn>> c =
       new_conn(std::move(tcp), st.ctxs[0].get(), "tls handshake");
   if (!c.ok()) return c.status();
   (*c)->server = ctx.state_;
   SSL_set_accept_state((*c)->ssl);
-  if (absl::Status s = handshake(**c, st.handshake_timeout, "tls handshake"); !s.ok()) return s;
+  if (absl::Status s = handshake(**c, until, "tls handshake"); !s.ok()) return s;
   return TlsStream(std::move(*c));
 }
 
@@ -169,7 +216,10 @@ absl::StatusOr<TlsStream> connect(net::TcpStream tcp, const ClientContext& ctx,
       SSL_SESSION_free(s);
     }
   }
-  if (absl::Status s = handshake(c, st.handshake_timeout, "tls handshake"); !s.ok()) return s;
+  if (absl::Status s = handshake(c, handshake_bound(st.handshake_timeout), "tls handshake");
+      !s.ok()) {
+    return s;
+  }
   return TlsStream(std::move(*made));
 }
 
