@@ -32,6 +32,22 @@ step("cmake --install"
 if(NOT EXISTS "${prefix}/include/weft/runtime.hpp")
   message(FATAL_ERROR "install test: ${prefix}/include/weft/runtime.hpp was not installed")
 endif()
+# Only the detail headers that installed headers include are installed (the runtime's internals
+# stay in runtime/src/include): every "weft/..." include of an installed header resolves in the
+# prefix, and the poller interface, the runtime's most internal header, is not there.
+if(EXISTS "${prefix}/include/weft/detail/poller.hpp")
+  message(FATAL_ERROR "install test: the runtime's private weft/detail/poller.hpp was installed")
+endif()
+file(GLOB_RECURSE installed_headers "${prefix}/include/weft/*.hpp")
+foreach(header IN LISTS installed_headers)
+  file(STRINGS "${header}" includes REGEX "^#include \"weft/")
+  foreach(line IN LISTS includes)
+    string(REGEX REPLACE "^#include \"(weft/[^\"]+)\".*" "\\1" included "${line}")
+    if(NOT EXISTS "${prefix}/include/${included}")
+      message(FATAL_ERROR "install test: ${header} includes ${included}, which is not installed")
+    endif()
+  endforeach()
+endforeach()
 file(GLOB_RECURSE config_files "${prefix}/*/weftConfig.cmake")
 if(NOT config_files)
   message(FATAL_ERROR "install test: no weftConfig.cmake under ${prefix}")
