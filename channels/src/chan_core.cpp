@@ -15,7 +15,7 @@ namespace {
 // Queues `w` on `q` (lock held) and parks until a peer or close() completes it (park_unlocking
 // releases the lock once we are parked). On shutdown unwinding it withdraws the waiter, or
 // destroys a value that a sender already delivered.
-void queue_and_park(ChanCore* c, WaiterQueue& q, ChanWaiter& w, bool is_recv)
+void wait_for_peer(ChanCore* c, WaiterQueue& q, ChanWaiter& w, bool is_recv)
     ABSL_UNLOCK_FUNCTION(c->lock) {
   w.waker = Waker::current();
   q.push_back(&w);
@@ -129,7 +129,7 @@ ChanResult chan_send(ChanCore* c, void* src, bool block) {
   }
   ChanWaiter w;
   w.slot = src;
-  queue_and_park(c, c->sendq, w, /*is_recv=*/false);
+  wait_for_peer(c, c->sendq, w, /*is_recv=*/false);
   return w.success ? ChanResult::kOk : ChanResult::kClosed;
 }
 
@@ -163,7 +163,7 @@ ChanResult chan_recv(ChanCore* c, void* dst, bool block) {
   }
   ChanWaiter w;
   w.slot = dst;
-  queue_and_park(c, c->recvq, w, /*is_recv=*/true);
+  wait_for_peer(c, c->recvq, w, /*is_recv=*/true);
   return w.success ? ChanResult::kOk : ChanResult::kClosed;
 }
 
@@ -179,7 +179,7 @@ void chan_close(ChanCore* c) {
   // Receivers get "closed" (nothing constructed); senders get "closed" and throw ChannelClosed.
   ChanWaiter* woken = nullptr;
   for (WaiterQueue* q : {&c->recvq, &c->sendq}) {
-    while (ChanWaiter* w = q->claim()) {
+    while (ChanWaiter* w = claim_waiter(*q)) {
       w->success = false;
       w->next = woken;
       woken = w;

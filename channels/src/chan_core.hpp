@@ -50,30 +50,30 @@ struct ChanWaiter {
 };
 
 // A channel's send or receive queue, FIFO.
-class WaiterQueue : public IntrusiveList<ChanWaiter> {
- public:
-  // Go's dequeue(): the first waiter that can still be claimed. A select waiter is claimed by
-  // winning its select's CAS; one whose select already fired elsewhere is dropped.
-  ChanWaiter* claim() noexcept {
-    while (ChanWaiter* w = front()) {
-      remove(w);
-      if (!w->sel) return w;
-      std::int32_t expected = -1;
-      if (w->sel->fired.compare_exchange_strong(expected, static_cast<std::int32_t>(w->case_index),
-                                                std::memory_order_acq_rel)) {
-        return w;
-      }
+using WaiterQueue = IntrusiveList<ChanWaiter>;
+
+// Go's dequeue(): takes the first waiter of `q` that can still be claimed. A select waiter is
+// claimed by winning its select's CAS; one whose select already fired elsewhere is dropped.
+inline ChanWaiter* claim_waiter(WaiterQueue& q) noexcept {
+  while (ChanWaiter* w = q.front()) {
+    q.remove(w);
+    if (!w->sel) return w;
+    std::int32_t expected = -1;
+    if (w->sel->fired.compare_exchange_strong(expected, static_cast<std::int32_t>(w->case_index),
+                                              std::memory_order_acq_rel)) {
+      return w;
     }
-    return nullptr;
   }
-  // Debug checks: whether a plain (non-select) waiter is among the first `limit` entries.
-  bool has_plain_waiter(int limit) const noexcept {
-    for (const ChanWaiter* w = front(); w && limit-- > 0; w = w->next) {
-      if (!w->sel) return true;
-    }
-    return false;
+  return nullptr;
+}
+
+// Debug checks: whether a plain (non-select) waiter is among the first `limit` entries of `q`.
+inline bool has_plain_waiter(const WaiterQueue& q, int limit) noexcept {
+  for (const ChanWaiter* w = q.front(); w && limit-- > 0; w = w->next) {
+    if (!w->sel) return true;
   }
-};
+  return false;
+}
 
 struct TimerChannel;
 class ChanCore;
@@ -161,8 +161,8 @@ class ChanCore {
     // channel (Go's select3.go "sees itself"), or a select that already fired elsewhere and has
     // not yet dequeued its stale waiter. What never happens is a plain sender and a plain
     // receiver both waiting (the later one would have taken the earlier). Bounded scan.
-    WEFT_ASSERT(recvq.empty() || sendq.empty() || !recvq.has_plain_waiter(16) ||
-                    !sendq.has_plain_waiter(16),
+    WEFT_ASSERT(recvq.empty() || sendq.empty() || !has_plain_waiter(recvq, 16) ||
+                    !has_plain_waiter(sendq, 16),
                 "channel has a plain sender and a plain receiver both waiting");
     WEFT_ASSERT(count.load(std::memory_order_relaxed) <= ring_cap && ring_cap <= cap,
                 "channel buffer over capacity");
@@ -188,7 +188,7 @@ void grow_ring_locked(ChanCore* c) noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->loc
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->lock) {
   c->check_invariants();
   if (c->closed.load(std::memory_order_relaxed)) return TryResult::kClosed;
-  if (ChanWaiter* r = c->recvq.claim()) {
+  if (ChanWaiter* r = claim_waiter(c->recvq)) {
     // A parked receiver: the buffer is empty, so hand the value straight to it.
     c->move_elem(r->slot, src);
     r->success = true;
@@ -211,7 +211,7 @@ void grow_ring_locked(ChanCore* c) noexcept ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->loc
     ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->lock) {
   c->check_invariants();
   const std::size_t n = c->count.load(std::memory_order_relaxed);
-  if (ChanWaiter* s = c->sendq.claim()) {
+  if (ChanWaiter* s = claim_waiter(c->sendq)) {
     if (c->cap == 0) {
       c->move_elem(dst, s->slot);
     } else {

@@ -8,9 +8,9 @@
 //  3. Poll the cases in poll order, first each under its own lock (cheap when one is ready), then
 //     with every lock held; the first that can proceed runs.
 //     Otherwise: default returns; a timeout already due returns; else one waiter per case is
-//     queued, all sharing one SelectWait whose `fired` is won by CAS (a peer's claim(), close(),
-//     or the timeout timer), and the caller parks. The commit arms the timeout timer, then
-//     releases the locks in lock order.
+//     queued, all sharing one SelectWait whose `fired` is won by CAS (a peer's claim_waiter(),
+//     close(), or the timeout timer), and the caller parks. The commit arms the timeout timer,
+//     then releases the locks in lock order.
 //  4. After waking, the caller re-takes every lock and unlinks its losing waiters. Re-locking is
 //     also what keeps this frame alive for the commit: a waker may resume us while the commit is
 //     still releasing later locks (reading them from this frame); we cannot get past the re-lock

@@ -311,7 +311,7 @@ void poll_ready(PollDesc* pd, Mode mode, weft::detail::FiberList& ready) noexcep
   }
   weft::detail::Fiber* f = Waker::from_bits(old).fiber();
   WEFT_ASSERT(f != nullptr, "a plain thread parked on the netpoller");
-  ready.push(f);
+  ready.push_back(f);
 }
 
 std::uint64_t poll_token(const PollDesc* pd) noexcept {

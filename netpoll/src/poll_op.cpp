@@ -159,7 +159,7 @@ void poll_op_complete(std::uint64_t token, std::int32_t res,
   }
   if (old == PollDesc::kOpWait) return;  // not parked yet: its commit fails
   weft::detail::Fiber* f = Waker::from_bits(old & ~PollDesc::kOpTag).fiber();
-  ready.push(f);
+  ready.push_back(f);
 }
 
 }  // namespace weft::net::detail

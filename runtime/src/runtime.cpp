@@ -158,8 +158,8 @@ Fiber* Runtime::pop_any() noexcept {
   for (auto& v : workers_) {
     if (Fiber* f = v->runnext.take_quiescent()) return f;
     if (Fiber* f = v->runq.pop()) return f;
-    if (Fiber* f = v->spill.pop()) {  // the other workers have stopped
-      v->spill_size.store(v->spill.size, std::memory_order_relaxed);  // queues_empty() reads it
+    if (Fiber* f = v->spill.pop_front()) {  // the other workers have stopped
+      v->spill_size.store(v->spill.size(), std::memory_order_relaxed);  // queues_empty() reads it
       return f;
     }
     if (Fiber* f = v->spawned_q.take()) return f;

@@ -195,7 +195,7 @@ TEST(PollDesc, EdgeSetsReadyWhateverTheSlotHoldsAndWakesNobodyUnparked) {
   pd_api::poll_ready(pd, Mode::kWrite, ready);
   EXPECT_EQ(pd->wr.slot.load(), PollDesc::kReady);
   EXPECT_TRUE(ready.empty());
-  EXPECT_EQ(ready.size, 0u);
+  EXPECT_EQ(ready.size(), 0u);
   pd_api::poll_close(pd);
 }
 

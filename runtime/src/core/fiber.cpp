@@ -1,4 +1,4 @@
-// Fiber records: names of states and wait reasons, the FiberList used by pollers, and freeing.
+// Fiber records: names of states and wait reasons, FiberList's link (FiberNext), and freeing.
 // Creation and the lifecycle that needs a scheduler (start, finish, join) live in
 // sched/fiber_lifecycle.cpp. Design and ownership rules in fiber.hpp.
 #include "core/fiber.hpp"
@@ -68,23 +68,7 @@ const char* wait_reason_name(WaitReason r) noexcept {
   return "?";
 }
 
-void FiberList::push(Fiber* f) noexcept {
-  f->next = nullptr;
-  (tail ? tail->next : head) = f;
-  tail = f;
-  ++size;
-}
-
-Fiber* FiberList::pop() noexcept {
-  Fiber* f = head;
-  if (f) {
-    head = f->next;
-    if (!head) tail = nullptr;
-    f->next = nullptr;
-    --size;
-  }
-  return f;
-}
+Fiber*& FiberNext::next(Fiber* f) noexcept { return f->next; }
 
 void fiber_free(Fiber* f) noexcept {
   if (f->ops->release) f->ops->release(f->storage());

@@ -33,7 +33,7 @@ void Registry::remove(Fiber* f) noexcept {
 void Registry::remove_all(unsigned shard, const FiberList& fibers) noexcept {
   Shard& s = shards_[shard];
   std::lock_guard lock(s.lock);
-  for (Fiber* f = fibers.head; f; f = f->next) {
+  for (Fiber* f = fibers.front(); f; f = f->next) {
     WEFT_ASSERT(f->reg_shard == shard, "a batch unlinked from another fiber's shard");
     unlink(s, f);
   }

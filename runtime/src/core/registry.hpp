@@ -20,7 +20,7 @@
 #include <string>
 
 #include "core/fiber.hpp"
-#include "weft/detail/poller.hpp"
+#include "weft/detail/fiber_list.hpp"
 #include "weft/detail/spin_lock.hpp"
 
 namespace weft::detail {

@@ -94,7 +94,7 @@ namespace {
 void retire_batch(Worker& w, unsigned shard) noexcept {
   FiberList& batch = w.retiring[shard];
   w.rt->registry().remove_all(shard, batch);
-  while (Fiber* f = batch.pop()) fiber_release(f);
+  while (Fiber* f = batch.pop_front()) fiber_release(f);
   w.retiring_mask &= ~(std::uint64_t{1} << shard);
 }
 
@@ -111,9 +111,9 @@ void fiber_retire(Worker& w, Fiber* f) noexcept {
     return;
   }
   FiberList& batch = w.retiring[shard];
-  batch.push(f);
+  batch.push_back(f);
   w.retiring_mask |= std::uint64_t{1} << shard;
-  if (batch.size >= kRetireBatch) retire_batch(w, shard);
+  if (batch.size() >= kRetireBatch) retire_batch(w, shard);
 }
 
 void fiber_retire_all(Worker& w) noexcept {

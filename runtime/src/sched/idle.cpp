@@ -28,7 +28,7 @@ void Runtime::run_timers_and_poll(Worker& w) noexcept {
   if (poller_->waiters() == 0) return;
   const std::int64_t since_poll = now - last_poll_ns_.load(std::memory_order_relaxed);
   if (since_poll <= kBusyPollIntervalNs) return;
-  const bool short_queue = w.runq.size() + w.spill.size <= kBusyPollMaxQueued;
+  const bool short_queue = w.runq.size() + w.spill.size() <= kBusyPollMaxQueued;
   if ((short_queue || since_poll > kBusyPollBackstopNs) &&
       !polling_.exchange(true, std::memory_order_acq_rel)) {
     last_poll_ns_.store(now, std::memory_order_relaxed);
@@ -47,7 +47,7 @@ void Runtime::run_due_timers(Worker& w) noexcept {
 void Runtime::place_ready(Worker& w, FiberList& list) noexcept {
   // Pollers hand back fibers they woke; they are Parked until ready() takes them here. In poll
   // order to the tail of the run queue, then one idle worker is woken for the batch.
-  while (Fiber* f = list.pop()) ready(f, &w, kQueueTail);
+  while (Fiber* f = list.pop_front()) ready(f, &w, kQueueTail);
   wake_idle_worker();
 }
 void Runtime::wake_idle_worker() noexcept {

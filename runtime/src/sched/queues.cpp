@@ -30,19 +30,19 @@ void Runtime::push_global(Fiber* f) noexcept {
 
 void Runtime::push_spill(Worker& w, Fiber* f) noexcept {
   // Once anything has spilled, later fibers queue behind it: FIFO across ring and spill.
-  w.spill.push(f);
-  w.spill_size.store(w.spill.size, std::memory_order_relaxed);
+  w.spill.push_back(f);
+  w.spill_size.store(w.spill.size(), std::memory_order_relaxed);
 }
 
 void Runtime::refill_runq(Worker& w) noexcept {
   // Only the owner pushes, and thieves only shrink the ring, so `room` pushes all succeed.
   std::uint32_t room = RunQueue::kCapacity - w.runq.size();
   while (room-- > 0 && !w.spill.empty()) {
-    const bool pushed = w.runq.push(w.spill.pop());
+    const bool pushed = w.runq.push(w.spill.pop_front());
     WEFT_ASSERT(pushed, "refilling the run queue beyond its free room");
     (void)pushed;
   }
-  w.spill_size.store(w.spill.size, std::memory_order_relaxed);
+  w.spill_size.store(w.spill.size(), std::memory_order_relaxed);
   // Now stealable: a sleeping worker can share the backlog.
   wake_idle_worker_to_share();
 }
@@ -236,20 +236,6 @@ Fiber* Runtime::steal(Worker& w) noexcept {
     }
   }
   return nullptr;
-}
-
-std::uint32_t fast_rand(std::uint32_t bound) noexcept {
-  Worker* w = current_worker();
-  std::uint64_t r;
-  if (w) {
-    r = xorshift64(w->rng);
-  } else {
-    // A plain thread's own generator; read only within this call, never across a switch.
-    static thread_local std::uint64_t state = 0;
-    if (state == 0) state = reinterpret_cast<std::uintptr_t>(&state) * 0x9E3779B97F4A7C15ull | 1;
-    r = xorshift64(state);
-  }
-  return static_cast<std::uint32_t>(((r >> 32) * bound) >> 32);
 }
 
 }  // namespace weft::detail

@@ -19,8 +19,8 @@
 #include "sched/runnext_slot.hpp"
 #include "sched/spawn_deque.hpp"
 #include "sched/tracking.hpp"
+#include "weft/detail/fiber_list.hpp"
 #include "weft/detail/park.hpp"
-#include "weft/detail/poller.hpp"
 
 namespace weft::detail {
 

@@ -8,7 +8,7 @@
 // runner_ (the running caller's fiber id, 0 for a plain thread) turns recursion into an error.
 #include <stdexcept>
 
-#include "sync/wait_queue.hpp"
+#include "sync/wait_list_park.hpp"
 #include "weft/runtime.hpp"
 #include "weft/sync.hpp"
 

@@ -82,7 +82,7 @@
 #include <stdexcept>
 
 #include "sched/sync_services.hpp"
-#include "sync/wait_queue.hpp"
+#include "sync/wait_list_park.hpp"
 #include "weft/detail/assert.hpp"
 #include "weft/detail/spin_wait.hpp"
 #include "weft/sync.hpp"

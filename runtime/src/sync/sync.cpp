@@ -7,7 +7,7 @@
 // back what a racing waker granted. A bounded wait (CancelToken, timeout) is the same with
 // queue_and_park_bounded: a bound that fires first unlinks the node under guard_ and wakes it, so
 // the waiter got nothing and nothing was lost; a waker that got there first wins and the wait
-// completes (sync/wait_queue.hpp).
+// completes (sync/wait_list_park.hpp).
 //
 // Mutex follows Go's sync.Mutex. state_: kLocked; kWaiters (waiters_ is non-empty; changed under
 // guard_ only); kWoken (an unlock woke a waiter that has not come back yet: no other unlock wakes
@@ -23,7 +23,7 @@
 #include <stdexcept>
 
 #include "sched/sync_services.hpp"
-#include "sync/wait_queue.hpp"
+#include "sync/wait_list_park.hpp"
 #include "weft/detail/assert.hpp"
 #include "weft/detail/park.hpp"
 

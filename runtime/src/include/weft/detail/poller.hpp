@@ -10,19 +10,9 @@
 #include <cstdint>
 #include <memory>
 
+#include "weft/detail/fiber_list.hpp"
+
 namespace weft::detail {
-
-struct Fiber;
-
-// An intrusive singly linked list of fibers (through Fiber::next), owned by whoever holds it.
-struct FiberList {
-  Fiber* head = nullptr;
-  Fiber* tail = nullptr;
-  std::size_t size = 0;
-  void push(Fiber* f) noexcept;
-  Fiber* pop() noexcept;
-  bool empty() const noexcept { return head == nullptr; }
-};
 
 class Poller {
  public:
