@@ -23,6 +23,7 @@
 #include "poll_desc.hpp"
 #include "poll_op.hpp"
 #include "uring_poller.hpp"
+#include "weft/detail/stream_loops.hpp"
 
 namespace weft::net {
 using namespace weft::net::detail;  // the descriptor operations of poll_desc.hpp
@@ -198,18 +199,8 @@ absl::StatusOr<std::size_t> Stream::read(std::span<std::byte> buf) {
 }
 
 absl::Status Stream::read_full(std::span<std::byte> buf) {
-  std::size_t got = 0;
-  while (got < buf.size()) {
-    absl::StatusOr<std::size_t> n = read(buf.data() + got, buf.size() - got);
-    if (!n.ok()) return n.status();
-    if (*n == 0) {
-      return absl::OutOfRangeError("read fd " + std::to_string(fd()) + ": end of stream after " +
-                                   std::to_string(got) + " of " + std::to_string(buf.size()) +
-                                   " bytes");
-    }
-    got += *n;
-  }
-  return absl::OkStatus();
+  return read_full_with(buf, "read", fd(),
+                        [this](std::byte* p, std::size_t n) { return read(p, n); });
 }
 
 absl::Status Stream::write_loop(const char* what, absl::FunctionRef<ssize_t()> attempt,
@@ -240,13 +231,10 @@ absl::Status Stream::write_all(const void* data, std::size_t n) {
   const char* p = static_cast<const char*>(data);
   return write_loop(
       "write",
-      [&]() -> ssize_t {
-        const ssize_t r = plain_send(fd, p, n, MSG_NOSIGNAL);
-        if (r > 0) {
-          p += r;
-          n -= static_cast<std::size_t>(r);
-        }
-        return r;
+      [&] {
+        return write_step(p, n, [fd](const char* q, std::size_t k) {
+          return plain_send(fd, q, k, MSG_NOSIGNAL);
+        });
       },
       [&] { return n == 0; });
 }

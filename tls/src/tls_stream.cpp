@@ -23,6 +23,7 @@
 #include "tls_errors.hpp"
 #include "tls_state.hpp"
 #include "weft/detail/fiber_api.hpp"
+#include "weft/detail/stream_loops.hpp"
 
 namespace weft::tls {
 using detail::Conn;
@@ -265,17 +266,8 @@ absl::StatusOr<std::size_t> TlsStream::read(std::span<std::byte> buf) {
 }
 
 absl::Status TlsStream::read_full(std::span<std::byte> buf) {
-  std::size_t got = 0;
-  while (got < buf.size()) {
-    absl::StatusOr<std::size_t> n = read(buf.data() + got, buf.size() - got);
-    if (!n.ok()) return n.status();
-    if (*n == 0) {
-      return absl::OutOfRangeError(absl::StrCat("tls read fd ", fd(), ": end of stream after ", got,
-                                                " of ", buf.size(), " bytes"));
-    }
-    got += *n;
-  }
-  return absl::OkStatus();
+  return net::detail::read_full_with(buf, "tls read", fd(),
+                                     [this](std::byte* p, std::size_t n) { return read(p, n); });
 }
 
 absl::Status TlsStream::write_all(const void* data, std::size_t n) {
@@ -287,12 +279,14 @@ absl::Status TlsStream::write_all(const void* data, std::size_t n) {
     // Partial writes are on (tls_context.cpp): each SSL_write_ex sends whole records, and a
     // retry after WANT_WRITE passes the rest of the buffer, which OpenSSL accepts moved.
     while (n > 0) {
-      std::size_t w = 0;
-      const Want want =
-          ssl_step(c, fd, "tls write", err, [&] { return SSL_write_ex(c.ssl, p, n, &w); });
-      if (want != Want::kDone || !err.ok()) return want;
-      p += w;
-      n -= w;
+      Want want = Want::kDone;
+      const std::ptrdiff_t sent =
+          net::detail::write_step(p, n, [&](const char* q, std::size_t k) -> std::ptrdiff_t {
+            std::size_t w = 0;
+            want = ssl_step(c, fd, "tls write", err, [&] { return SSL_write_ex(c.ssl, q, k, &w); });
+            return want == Want::kDone && err.ok() ? static_cast<std::ptrdiff_t>(w) : 0;
+          });
+      if (sent <= 0) return want;
     }
     return Want::kDone;
   });
