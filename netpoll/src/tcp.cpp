@@ -270,8 +270,9 @@ absl::StatusOr<UnixStream> UnixListener::accept() {
 UnixListener& UnixListener::operator=(UnixListener&& o) noexcept {
   if (this != &o) {
     if (!path_.empty()) ::unlink(path_.c_str());
-    Socket::operator=(std::move(o));
+    // The path first: after the move below, `o` is a moved-from object.
     path_ = std::exchange(o.path_, std::string());
+    Socket::operator=(std::move(o));
   }
   return *this;
 }
