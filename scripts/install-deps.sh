@@ -10,11 +10,13 @@
 # service). Fuzzing: clang + libclang-rt-14-dev (libFuzzer, tools/fuzz/run.sh).
 # Debugging: gdb (tools/gdb/weft_gdb.py and the tests/gdb_test that drives it).
 # The io_uring netpoller: liburing-dev. Stack hibernation: liblz4-dev (compresses the saved images of idle fibers' stacks).
+# Lint (scripts/lint.sh, CI's threadsafety variant): clang-format and clang-tidy.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libboost-context-dev libboost-dev libabsl-dev
           libgtest-dev libgmock-dev libbenchmark-dev libboost-fiber-dev golang-go linux-perf
           clang-format nginx-light wrk libssl-dev openssl curl ca-certificates
-          redis-tools redis-server clang libclang-rt-14-dev gdb liblz4-dev liburing-dev)
+          redis-tools redis-server clang libclang-rt-14-dev gdb liblz4-dev liburing-dev
+          clang-tidy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,7 +4,8 @@
 # once at a tiny size (tools/bench/compare --quick, reusing the Release build) so none of them
 # rots, and every protocol parser's libFuzzer target for 20 s (tools/fuzz/run.sh, clang + ASan +
 # UBSan), and build the libraries once with clang's -Wthread-safety -Werror=thread-safety, which
-# checks every ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED annotation.
+# checks every ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED annotation, then lint
+# (scripts/lint.sh: .clang-tidy's checks over the library sources, clang-format over the tree).
 # The bench variant also checks that docs/performance.md and README's table are what
 # tools/bench/render draws from tools/bench/results/ (render --check).
 # Usage: scripts/test-all.sh [release|debug|asan|tsan|threadsafety|bench|fuzz ...]
@@ -68,23 +69,29 @@ line_tables=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 # -O2 this variant was the slowest, 914 s on a 2-core machine, against 664 s at -O1.
 asan_flags=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
             -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG")
+# The libraries build with -Werror (WEFT_WARNINGS_AS_ERRORS) in the release, tsan and
+# threadsafety variants, where they were checked clean; debug and asan build without it.
+werror=(-DWEFT_WARNINGS_AS_ERRORS=ON)
 start=$SECONDS
 for v in "${variants[@]}"; do
   t0=$SECONDS
   case $v in
     release) run_variant release -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=ON \
-               -DWEFT_BUILD_TOOLS=ON -DWEFT_BUILD_EXAMPLES=ON || failed+=(release) ;;
+               -DWEFT_BUILD_TOOLS=ON -DWEFT_BUILD_EXAMPLES=ON "${werror[@]}" || failed+=(release) ;;
     debug) run_variant debug -DCMAKE_BUILD_TYPE=Debug "${line_tables[@]}" \
              -DWEFT_BUILD_TOOLS=OFF || failed+=(debug) ;;
     asan) run_variant asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${asan_flags[@]}" \
             -DWEFT_SANITIZE=address -DWEFT_BUILD_TOOLS=OFF || failed+=(asan) ;;
     tsan) run_variant tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo "${line_tables[@]}" \
-            -DWEFT_SANITIZE=thread -DWEFT_BUILD_TOOLS=OFF || failed+=(tsan) ;;
-    threadsafety) echo "=== threadsafety: clang -Wthread-safety -Werror=thread-safety (libraries)"
+            -DWEFT_SANITIZE=thread -DWEFT_BUILD_TOOLS=OFF "${werror[@]}" || failed+=(tsan) ;;
+    threadsafety) echo "=== threadsafety: clang -Wthread-safety -Werror=thread-safety (libraries)," \
+                       "clang-tidy, clang-format (scripts/lint.sh)"
            CC=clang CXX=clang++ cmake -S . -B build-ci/threadsafety -DCMAKE_BUILD_TYPE=Debug \
              -DCMAKE_CXX_FLAGS="-Wthread-safety -Werror=thread-safety" -DWEFT_BUILD_TESTS=OFF \
-             -DWEFT_BUILD_EXAMPLES=OFF -DWEFT_BUILD_TOOLS=OFF >/dev/null &&
-             cmake --build build-ci/threadsafety -j"$jobs" || failed+=(threadsafety) ;;
+             -DWEFT_BUILD_EXAMPLES=OFF -DWEFT_BUILD_TOOLS=OFF -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+             "${werror[@]}" >/dev/null &&
+             cmake --build build-ci/threadsafety -j"$jobs" &&
+             scripts/lint.sh all build-ci/threadsafety || failed+=(threadsafety) ;;
     bench) echo "=== bench: every benchmark once (quick); docs/performance.md against its data"
            bench_ok=1
            tools/bench/compare --quick --build-dir build-ci/release || bench_ok=0
