@@ -9,8 +9,8 @@
 #     weft_runtime_internal), for components that use the runtime's internals; never installed;
 #   - C++20, weft_target_warnings (cmake/WeftWarnings.cmake), and -Werror when
 #     WEFT_WARNINGS_AS_ERRORS is ON (CI: scripts/test-all.sh). The option covers the libraries,
-#     which build clean with GCC 12 (Release, TSan) and clang 14 (Debug); tests, examples and
-#     tools keep their warnings as warnings;
+#     which build clean with GCC 12 (Release, Debug, ASan+UBSan, TSan) and clang 14 (Debug);
+#     tests, examples and tools keep their warnings as warnings;
 #   - link-time optimisation under WEFT_LTO in Release builds without a sanitizer, with fat
 #     objects so that the installed static library also serves consumers that do not use LTO;
 #   - install rules: the library into the weftTargets export set, the headers.
