@@ -24,6 +24,7 @@
 #include "io_errors.hpp"
 #include "poll_desc.hpp"
 #include "uring_poller.hpp"
+#include "weft/detail/fast_rand.hpp"
 
 namespace weft::net {
 namespace {
@@ -72,26 +73,18 @@ int keep_alive_seconds(std::chrono::nanoseconds period) {
   return static_cast<int>(std::clamp<std::int64_t>(secs, 1, 32767));
 }
 
-// A cheap per-thread random stream (splitmix64), seeded from the clock and the thread: the jitter
-// needs spread, not secrecy.
-std::uint64_t keep_alive_random() {
-  thread_local std::uint64_t state =
-      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
-      reinterpret_cast<std::uintptr_t>(&state);
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 KeepAliveTimes jittered_keep_alive(int period_s) {
   const int spread = std::max(1, (period_s + 2) / 5);  // 20%, rounded, at least 1 s
-  const std::uint64_t r = keep_alive_random();
-  const auto draw = [&](std::uint64_t bits) {
-    const int v = period_s - spread + static_cast<int>(bits % (2 * spread + 1));
+  // The runtime's cheap generator (the jitter needs spread, not secrecy), drawn twice so that
+  // idle time and interval are independent.
+  const auto draw = [&] {
+    const int v =
+        period_s - spread +
+        static_cast<int>(weft::detail::fast_rand(static_cast<std::uint32_t>(2 * spread + 1)));
     return std::clamp(v, 1, 32767);
   };
-  return {draw(r & 0xFFFFFFFF), draw(r >> 32)};
+  const int idle = draw();
+  return {idle, draw()};
 }
 
 // Sets a connection's own jittered TCP_KEEPIDLE and TCP_KEEPINTVL. errno on failure.
