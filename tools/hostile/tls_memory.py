@@ -8,8 +8,11 @@ Starts the server with a throwaway certificate (openssl req), then
   1. opens --conns TCP connections that never send a byte, and
   2. opens --conns connections that send a ClientHello (made by Python's ssl module over a
      MemoryBIO) and never answer the server's reply,
-reading the server's VmRSS before and after each step (after a pause, so parked fibers have
-hibernated: the runtime's default hibernate_after is 1 s). Prints KB per connection for each.
+reading the server's VmRSS before and after each step. A half-done handshake counts only once the
+server has answered its ClientHello (its first flight is read back on every connection), so the
+figure is the server's state while it waits for the client's second flight; then a pause, so parked
+fibers have hibernated (the runtime's default hibernate_after is 1 s). Prints KB per connection for
+each. The certificate is ECDSA P-256, as tools/bench/compare's TLS benches use.
 The server's --max_conns and --tls_handshake_timeout are raised so that neither cuts the run.
 """
 import argparse, os, resource, socket, ssl, subprocess, sys, tempfile, time
@@ -49,7 +52,8 @@ def main():
         sys.exit(f"needs {2 * a.conns + 100} fds, the hard limit is {hard}")
     d = tempfile.mkdtemp()
     cert, key = os.path.join(d, "c.pem"), os.path.join(d, "k.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+                    "-nodes", "-days", "1",
                     "-subj", "/CN=localhost", "-keyout", key, "-out", cert],
                    check=True, capture_output=True)
     srv = subprocess.Popen([a.server, f"--listen=127.0.0.1:{a.port}", f"--tls-cert={cert}", f"--tls-key={key}",
@@ -73,6 +77,16 @@ def main():
             s = socket.create_connection(("127.0.0.1", a.port))
             s.sendall(hello)
             half.append(s)
+        unanswered = 0
+        for s in half:  # the server's flight (ServerHello ...) proves it processed the hello
+            s.settimeout(60)
+            try:
+                if not s.recv(1):
+                    unanswered += 1
+            except OSError:
+                unanswered += 1
+        if unanswered:
+            sys.exit(f"{unanswered} of {a.conns} half-done handshakes got no answer from the server")
         time.sleep(a.settle)
         after_half = rss_kb(srv.pid)
         print(f"baseline VmRSS {base} KB")
