@@ -94,8 +94,8 @@ class RenderTest(unittest.TestCase):
         self.run_render()
         page = self.page()
         self.assertIn("From `tools/bench/testdata/2026-01-11-example-2c.json`, host example-2c, "
-                      "run 2026-01-11, commit 0123456789, load average 0.08 at the start, 0.38 "
-                      "at the end, 3 rounds.", page)
+                      "run 2026-01-11, commit 0123456789, load average at the start 0.08, at the "
+                      "end 0.38, 3 rounds.", page)
         self.assertIn("From `tools/bench/testdata/2026-01-10-example-2c.json`", page)
 
     def test_scaling_section_and_plots(self):
@@ -172,7 +172,7 @@ class RenderTest(unittest.TestCase):
         page = self.page()
         self.assertIn("## Results on oldhost", page)
         self.assertIn("From `2025-12-01-oldhost.json`, host oldhost, run 2026-01-10, load average "
-                      "0.12 at the start, 0.42 at the end, 3 rounds.", page)
+                      "at the start 0.12, at the end 0.42, 3 rounds.", page)
         self.assertIn("No results file has scaling runs yet", page)
         self.assertIn("| 3562 (3560–3570) | n/a |", page)  # raw epoll's failed runs, from runs
 
